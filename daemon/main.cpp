@@ -1,0 +1,54 @@
+// neurond: the Neuron runtime daemon. Drives the simulated chip and serves tenants
+// over a Unix socket until SIGTERM or SIGINT.
+#include "chip_set.h"
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+#include <neuron/detail/socket_path.h>
+
+#include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+
+#include <csignal>
+#include <exception>
+#include <iostream>
+
+using namespace neuron::daemon;
+
+int main(int argc, char **argv)
+{
+	Config config;
+	int exit_code = 0;
+	if (!parse_config(argc, argv, &config, &exit_code))
+		return exit_code;
+	LogLevel level = LogLevel::Info;
+	parse_log_level(config.log_level, &level);
+	set_log_level(level);
+	if (config.socket_path.empty())
+		config.socket_path = neuron::detail::default_socket_path();
+	// A tenant that vanishes mid-reply must not kill the daemon.
+	std::signal(SIGPIPE, SIG_IGN);
+
+	try {
+		ChipSet chips(config);
+		boost::asio::io_context io;
+		Server server(io, chips, config);
+		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+		signals.async_wait([&](const boost::system::error_code &, int sig) {
+			NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig));
+			server.stop();
+			io.stop();
+		});
+		NLOG_INFO("daemon.ready", "version=" NEURON_VERSION " devices=" + std::to_string(chips.size()));
+		io.run();
+		server.stop();
+		chips.stop();
+		NLOG_INFO("daemon.exit", "status=clean");
+	} catch (const std::exception &e) {
+		NLOG_ERROR("daemon.fatal", std::string("error=\"") + e.what() + "\"");
+		std::cerr << "neurond: " << e.what() << "\n";
+		return 1;
+	}
+	return 0;
+}

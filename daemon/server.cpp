@@ -1,0 +1,111 @@
+#include "server.h"
+
+#include "log.h"
+#include "session.h"
+
+#include <grp.h>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace neuron::daemon {
+
+namespace {
+
+using boost::asio::local::stream_protocol;
+
+// True if something answers on the path (another neurond).
+bool socket_alive(const std::string &path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	struct sockaddr_un addr = {};
+	addr.sun_family = AF_UNIX;
+	path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+	const bool alive = connect(fd, reinterpret_cast<struct sockaddr *>(&addr), sizeof(addr)) == 0;
+	close(fd);
+	return alive;
+}
+
+void make_parent_dir(const std::string &path)
+{
+	const auto slash = path.rfind('/');
+	if (slash == std::string::npos || slash == 0)
+		return;
+	const std::string dir = path.substr(0, slash);
+	// Parents first (a user runtime dir may need ".../neuron" under it).
+	make_parent_dir(dir);
+	if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+		throw std::runtime_error("cannot create " + dir + ": " + std::strerror(errno));
+}
+
+} // namespace
+
+Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config)
+	: io_(io), chips_(chips), path_(config.socket_path), acceptor_(io)
+{
+	if (path_.size() >= sizeof(sockaddr_un::sun_path))
+		throw std::runtime_error("socket path " + path_ + " is longer than " +
+					 std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+	make_parent_dir(path_);
+	struct stat st;
+	if (lstat(path_.c_str(), &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			throw std::runtime_error(path_ + " exists and is not a socket; remove it or pass --socket");
+		if (socket_alive(path_))
+			throw std::runtime_error("another neurond is already listening on " + path_);
+		unlink(path_.c_str()); // stale socket of a daemon that died
+	}
+	boost::system::error_code ec;
+	acceptor_.open(stream_protocol(), ec);
+	if (!ec)
+		acceptor_.bind(stream_protocol::endpoint(path_), ec);
+	if (!ec)
+		acceptor_.listen(64, ec);
+	if (ec)
+		throw std::runtime_error("cannot listen on " + path_ + ": " + ec.message());
+	// Tenants need the socket group (DESIGN.md section 5); without the group
+	// (a developer machine) only the owner can connect.
+	if (struct group *g = getgrnam(config.socket_group.c_str()))
+		(void)!chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid);
+	chmod(path_.c_str(), 0660);
+	NLOG_INFO("server.listen", "socket=" + path_);
+	accept();
+}
+
+Server::~Server() { stop(); }
+
+void Server::accept()
+{
+	acceptor_.async_accept([this](const boost::system::error_code &ec, stream_protocol::socket sock) {
+		if (stopped_)
+			return;
+		if (!ec) {
+			const uint64_t id = next_session_++;
+			auto s = std::make_shared<Session>(std::move(sock), *this, id);
+			sessions_[id] = s;
+			s->start();
+		} else {
+			NLOG_WARN("server.accept_failed", "error=\"" + ec.message() + "\"");
+		}
+		accept();
+	});
+}
+
+void Server::stop()
+{
+	if (stopped_)
+		return;
+	stopped_ = true;
+	boost::system::error_code ignored;
+	acceptor_.close(ignored);
+	// close() removes the session from the map: iterate over a copy.
+	auto sessions = sessions_;
+	for (auto &[id, s] : sessions)
+		s->close("daemon shutting down");
+	unlink(path_.c_str());
+}
+
+} // namespace neuron::daemon

@@ -1,0 +1,43 @@
+// The control-plane server: a Unix socket acceptor and the live sessions. Every
+// member is touched only on the io_context thread.
+#pragma once
+
+#include "chip_set.h"
+#include "config.h"
+
+#include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace neuron::daemon {
+
+class Session;
+
+class Server {
+public:
+	// Throws std::runtime_error if the socket cannot be set up.
+	Server(boost::asio::io_context &io, ChipSet &chips, const Config &config);
+	~Server();
+
+	void stop();
+	ChipSet &chips() { return chips_; }
+	void forget(uint64_t session_id) { sessions_.erase(session_id); }
+	const std::map<uint64_t, std::shared_ptr<Session>> &sessions() const { return sessions_; }
+	const std::string &socket_path() const { return path_; }
+
+private:
+	void accept();
+
+	boost::asio::io_context &io_;
+	ChipSet &chips_;
+	std::string path_;
+	boost::asio::local::stream_protocol::acceptor acceptor_;
+	std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+	uint64_t next_session_ = 1;
+	bool stopped_ = false;
+};
+
+} // namespace neuron::daemon

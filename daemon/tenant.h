@@ -1,0 +1,68 @@
+// One connected client. Owned by its Session on the control thread; the parts that
+// engines read (memory, queue directory, queues) are shared_ptrs with their own locks.
+#pragma once
+
+#include "chip_set.h"
+
+#include <neuron.pb.h>
+#include <queue.h>
+#include <tenant_memory.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace neuron::daemon {
+
+struct Peer {
+	pid_t pid = 0;
+	uid_t uid = 0;
+	gid_t gid = 0;
+	std::string command;
+};
+
+class Tenant {
+public:
+	Tenant(uint64_t id, Peer peer, ChipSet &chips);
+	~Tenant();
+
+	uint64_t id() const { return id_; }
+	const Peer &peer() const { return peer_; }
+	std::string log_fields() const;
+
+	// Set by Hello.
+	std::string client_name;
+	api::TenantKind kind = api::TENANT_KIND_TRAINING;
+	bool observer = false;
+	bool greeted = false;
+
+	// Control-plane operations; each returns an empty string or the error text.
+	std::string alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address, api::ErrorCode *code);
+	std::string free(uint32_t device, uint64_t address);
+	std::string register_host(int fd, uint64_t size, uint32_t *handle);
+	std::string unregister_host(uint32_t handle);
+	std::string create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
+				 std::shared_ptr<chip::Queue> *out);
+	std::string destroy_queue(uint64_t id);
+
+	// Everything the tenant holds goes back: queues stop, memory is zeroed and freed.
+	void release_all();
+	void fill_info(api::TenantInfo *info) const;
+
+private:
+	void unmap_host(const chip::HostBuffer &b);
+
+	uint64_t id_;
+	Peer peer_;
+	ChipSet &chips_;
+	std::shared_ptr<chip::TenantMemory> memory_ = std::make_shared<chip::TenantMemory>();
+	std::shared_ptr<chip::QueueDirectory> directory_ = std::make_shared<chip::QueueDirectory>();
+	std::map<uint64_t, std::shared_ptr<chip::Queue>> queues_;
+	uint32_t next_host_handle_ = 1;
+};
+
+// Queue ids are unique across the daemon's life, so a stale id never names a new queue.
+uint64_t next_queue_id();
+
+} // namespace neuron::daemon

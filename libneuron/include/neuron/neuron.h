@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libneuron: the client library of the Neuron stack.
+ *
+ * A tenant connects to neurond, allocates device (HBM) memory and pinned host
+ * buffers, creates queues (one per NeuronCore it uses, plus DMA queues), submits
+ * commands (see <neuron/cmd.h>) and waits on their completion. Submission and
+ * completion never go through RPC: queues are shared-memory rings.
+ *
+ * Errors: every function returns a neuron_status; on failure, neuron_last_error()
+ * returns a message for the calling thread that says what was wrong. A daemon that
+ * goes away turns into NEURON_ERR_DAEMON_LOST, never a hang.
+ *
+ * Threads: a neuron_client may be used from several threads. A neuron_queue takes
+ * submissions from several threads (serialised inside); waits are lock-free.
+ */
+#ifndef NEURON_NEURON_H
+#define NEURON_NEURON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <neuron/cmd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; everything declared here is its ABI. */
+#pragma GCC visibility push(default)
+
+#define NEURON_API_MAJOR 1
+#define NEURON_API_MINOR 0
+
+typedef enum neuron_status {
+	NEURON_OK = 0,
+	NEURON_ERR_INVALID = -1,      /* bad argument */
+	NEURON_ERR_NO_MEMORY = -2,    /* device or host memory exhausted */
+	NEURON_ERR_NOT_FOUND = -3,    /* unknown device, address, handle or queue */
+	NEURON_ERR_PERMISSION = -4,   /* socket or API permission */
+	NEURON_ERR_VERSION = -5,      /* daemon speaks another API major */
+	NEURON_ERR_DAEMON_LOST = -6,  /* no daemon, or the connection dropped */
+	NEURON_ERR_TIMEOUT = -7,      /* a wait ran out of time */
+	NEURON_ERR_FAULT = -8,        /* the queue faulted (sticky): see neuron_queue_fault */
+	NEURON_ERR_PROTOCOL = -9,     /* malformed reply (a bug on one side) */
+	NEURON_ERR_INTERNAL = -10,
+} neuron_status;
+
+typedef struct neuron_client neuron_client;
+typedef struct neuron_queue neuron_queue;
+typedef struct neuron_host_buffer neuron_host_buffer;
+
+/* Message of the last failure on this thread (never NULL). */
+const char *neuron_last_error(void);
+/* Short name of a status, e.g. "NEURON_ERR_FAULT". */
+const char *neuron_status_name(neuron_status status);
+
+enum neuron_tenant_kind {
+	NEURON_TENANT_TRAINING = 1,
+	NEURON_TENANT_INFERENCE = 2,
+};
+
+struct neuron_connect_options {
+	const char *socket_path;   /* NULL: $NEURON_SOCKET, else the default path */
+	const char *client_name;   /* NULL: the program's command line */
+	int kind;                  /* enum neuron_tenant_kind; 0 = training */
+	int observer;              /* non-zero: a tool that only queries */
+};
+
+/* The socket path used when none is given: $NEURON_SOCKET, else
+ * /run/neuron/neurond.sock for root, else $XDG_RUNTIME_DIR/neuron/neurond.sock or
+ * /tmp/neuron-<uid>/neurond.sock. */
+const char *neuron_default_socket_path(void);
+
+neuron_status neuron_connect(const struct neuron_connect_options *opts, neuron_client **out);
+void neuron_disconnect(neuron_client *client);
+uint64_t neuron_tenant_id(const neuron_client *client);
+
+/* ---- devices ---- */
+struct neuron_device_info {
+	uint32_t index;
+	uint32_t core_count;
+	uint64_t hbm_bytes;
+	uint64_t hbm_used_bytes;
+	uint64_t hbm_largest_free_bytes;
+	int32_t numa_node;
+	uint32_t connected_count;
+	uint32_t connected[16];
+	char profile[16];
+	char pci_bdf[32];
+	char backend[16];
+};
+
+neuron_status neuron_device_count(neuron_client *client, uint32_t *count);
+neuron_status neuron_device_info(neuron_client *client, uint32_t device,
+				 struct neuron_device_info *info);
+
+/* ---- device memory ---- */
+/* alignment: a power of two, 0 = 256. Memory comes back zeroed. */
+neuron_status neuron_alloc(neuron_client *client, uint32_t device, uint64_t size,
+			   uint64_t alignment, uint64_t *address);
+neuron_status neuron_free(neuron_client *client, uint32_t device, uint64_t address);
+
+/* ---- pinned host buffers (shared with the daemon; DMA source/destination) ---- */
+neuron_status neuron_host_alloc(neuron_client *client, uint64_t size, neuron_host_buffer **out);
+void *neuron_host_ptr(const neuron_host_buffer *buffer);
+uint64_t neuron_host_size(const neuron_host_buffer *buffer);
+uint32_t neuron_host_handle(const neuron_host_buffer *buffer);
+neuron_status neuron_host_free(neuron_host_buffer *buffer);
+
+/* ---- queues ---- */
+enum neuron_queue_kind {
+	NEURON_QUEUE_CORE = 1,
+	NEURON_QUEUE_DMA = 2,
+};
+
+/* core is ignored for DMA queues. slot_count: power of two, 0 = 256. */
+neuron_status neuron_queue_create(neuron_client *client, uint32_t device, int kind,
+				  uint32_t core, uint32_t slot_count, neuron_queue **out);
+neuron_status neuron_queue_destroy(neuron_queue *queue);
+uint64_t neuron_queue_id(const neuron_queue *queue);
+
+/*
+ * Enqueues one command; *seq (may be NULL) receives its sequence number: the
+ * queue's timeline semaphore reaches seq once the command completed. Blocks while
+ * the ring is full. Fails with NEURON_ERR_FAULT once the queue has faulted.
+ */
+neuron_status neuron_submit(neuron_queue *queue, const struct neuron_cmd *cmd, uint64_t *seq);
+/* Timeline value: how many commands of this queue have completed. */
+uint64_t neuron_queue_completed(const neuron_queue *queue);
+/* Waits until the timeline reaches seq. timeout_ns < 0: no limit. */
+neuron_status neuron_queue_wait(neuron_queue *queue, uint64_t seq, int64_t timeout_ns);
+/* Waits for everything submitted so far. */
+neuron_status neuron_queue_sync(neuron_queue *queue, int64_t timeout_ns);
+
+struct neuron_fault {
+	uint32_t code;           /* enum neuron_fault_code */
+	uint64_t seq;            /* the faulting command */
+	uint64_t user_tag;
+	char reason[NEURON_FAULT_REASON_LEN];
+};
+/* NEURON_OK and code NEURON_FAULT_NONE when the queue is healthy. */
+neuron_status neuron_queue_fault(const neuron_queue *queue, struct neuron_fault *fault);
+
+/* ---- events: a point on a queue's timeline ---- */
+struct neuron_event {
+	uint64_t queue_id;
+	uint64_t value;
+};
+/* Records the queue's last submitted command as an event. */
+neuron_status neuron_event_record(neuron_queue *queue, struct neuron_event *event);
+/* Makes later work on `queue` wait for `event` (device-side, no host block). */
+neuron_status neuron_queue_wait_event(neuron_queue *queue, const struct neuron_event *event);
+/* Host wait for an event recorded on `queue`. */
+neuron_status neuron_event_wait(neuron_queue *queue, const struct neuron_event *event,
+				int64_t timeout_ns);
+
+/* ---- copies ---- */
+/* Async copy between a host buffer and device memory on a DMA queue. */
+neuron_status neuron_copy_h2d_async(neuron_queue *dma, uint64_t dst, const neuron_host_buffer *src,
+				    uint64_t src_offset, uint64_t size, uint64_t *seq);
+neuron_status neuron_copy_d2h_async(neuron_queue *dma, neuron_host_buffer *dst, uint64_t dst_offset,
+				    uint64_t src, uint64_t size, uint64_t *seq);
+neuron_status neuron_copy_d2d_async(neuron_queue *dma, uint64_t dst, uint64_t src, uint64_t size,
+				    uint64_t *seq);
+/* Blocking copies from pageable memory, staged through an internal pinned buffer. */
+neuron_status neuron_memcpy_h2d(neuron_queue *dma, uint64_t dst, const void *src, uint64_t size);
+neuron_status neuron_memcpy_d2h(neuron_queue *dma, void *dst, uint64_t src, uint64_t size);
+
+/* ---- tenants (what neuron-ls -w shows) ---- */
+struct neuron_tenant_info {
+	uint64_t tenant_id;
+	uint32_t pid;
+	uint32_t uid;
+	int kind;                 /* enum neuron_tenant_kind */
+	uint32_t device_count;    /* entries used in the arrays below */
+	uint32_t devices[16];
+	uint64_t memory_bytes[16];
+	uint32_t core_mask[16];   /* bit c: the tenant has a queue on core c */
+	uint64_t commands_completed;
+	char command[256];
+	char client_name[64];
+};
+/* Fills up to `capacity` entries; *count receives the number of tenants. */
+neuron_status neuron_list_tenants(neuron_client *client, struct neuron_tenant_info *tenants,
+				  uint32_t capacity, uint32_t *count);
+
+/* ---- command encoding helpers ---- */
+/* A contiguous row-major descriptor of device memory. */
+struct neuron_tensor_desc neuron_desc_contiguous(uint64_t address, int dtype, int ndim,
+						 const int64_t *sizes);
+void neuron_cmd_init(struct neuron_cmd *cmd, int opcode, int num_operands);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEURON_NEURON_H */

@@ -1,0 +1,123 @@
+#include "wire.h"
+
+#include <google/protobuf/message_lite.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace neuron::wire {
+
+void FrameDecoder::feed(const void *data, size_t len)
+{
+	if (broken_)
+		return;
+	// Compact once the consumed prefix dominates, keeping appends amortised O(1).
+	if (offset_ > 4096 && offset_ * 2 > buffer_.size()) {
+		buffer_.erase(0, offset_);
+		offset_ = 0;
+	}
+	buffer_.append(static_cast<const char *>(data), len);
+}
+
+FrameDecoder::Status FrameDecoder::next(std::string *payload, std::string *error)
+{
+	if (broken_) {
+		*error = broken_reason_;
+		return Status::Error;
+	}
+	const size_t avail = buffer_.size() - offset_;
+	if (avail < 4)
+		return Status::NeedMore;
+	const auto *p = reinterpret_cast<const unsigned char *>(buffer_.data() + offset_);
+	const uint32_t len = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+	if (len == 0 || len > kMaxFrame) {
+		broken_ = true;
+		broken_reason_ = "frame length " + std::to_string(len) + " is outside 1.." + std::to_string(kMaxFrame);
+		*error = broken_reason_;
+		return Status::Error;
+	}
+	if (avail - 4 < len)
+		return Status::NeedMore;
+	payload->assign(buffer_, offset_ + 4, len);
+	offset_ += 4 + len;
+	return Status::Frame;
+}
+
+std::string encode_frame(const google::protobuf::MessageLite &msg)
+{
+	std::string out(4, '\0');
+	msg.AppendToString(&out);
+	const size_t len = out.size() - 4;
+	for (int i = 0; i < 4; ++i)
+		out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+	return out;
+}
+
+int send_frame(int sock, const std::string &frame, int fd, bool dontwait)
+{
+	size_t sent = 0;
+	while (sent < frame.size()) {
+		struct iovec iov = {const_cast<char *>(frame.data()) + sent, frame.size() - sent};
+		struct msghdr msg = {};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+		if (sent == 0 && fd >= 0) {
+			std::memset(control, 0, sizeof(control));
+			msg.msg_control = control;
+			msg.msg_controllen = sizeof(control);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		}
+		ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		sent += static_cast<size_t>(n);
+	}
+	return 0;
+}
+
+long receive_some(int sock, FrameDecoder &decoder, std::deque<int> *fds, bool dontwait)
+{
+	char buf[16384];
+	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+	for (;;) {
+		struct iovec iov = {buf, sizeof(buf)};
+		struct msghdr msg = {};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = control;
+		msg.msg_controllen = sizeof(control);
+		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (dontwait ? MSG_DONTWAIT : 0));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < count; ++i) {
+				int fd;
+				std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				fds->push_back(fd);
+			}
+		}
+		// Descriptors beyond what fits in `control` are dropped by the kernel
+		// (MSG_CTRUNC); the frames that wanted them then fail cleanly.
+		if (n > 0)
+			decoder.feed(buf, static_cast<size_t>(n));
+		return n;
+	}
+}
+
+} // namespace neuron::wire

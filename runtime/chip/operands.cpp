@@ -1,0 +1,184 @@
+#include "operands.h"
+
+#include "device.h"
+#include "tenant_memory.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace neuron::chip {
+
+namespace {
+
+const char *operand_role(int k) { return k == 0 ? "output" : "input"; }
+
+std::string hex(uint64_t v)
+{
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+	return buf;
+}
+
+kernels::Fault make_fault(uint32_t code, std::string msg) { return kernels::Fault{code, std::move(msg)}; }
+
+// Bytes from the first to one past the last element the descriptor reaches; 0 for
+// an empty tensor. nullopt on overflow.
+std::optional<uint64_t> byte_extent(const neuron_tensor_desc &d)
+{
+	const uint64_t elem = kernels::dtype_size(d.dtype);
+	unsigned __int128 last = 0;
+	for (int i = 0; i < d.ndim; ++i) {
+		if (d.sizes[i] == 0)
+			return 0;
+		last += static_cast<unsigned __int128>(d.sizes[i] - 1) * static_cast<uint64_t>(d.strides[i]);
+	}
+	unsigned __int128 bytes = (last + 1) * elem;
+	if (bytes > (static_cast<unsigned __int128>(1) << 62))
+		return std::nullopt;
+	return static_cast<uint64_t>(bytes);
+}
+
+// True if two distinct index tuples of the descriptor can name one element. Sorting
+// dims by stride, each stride must step over everything the smaller dims span.
+bool self_overlapping(const neuron_tensor_desc &d)
+{
+	std::array<std::pair<int64_t, int64_t>, NEURON_MAX_DIMS> dims{}; // stride, size
+	int n = 0;
+	for (int i = 0; i < d.ndim; ++i) {
+		if (d.sizes[i] == 0)
+			return false;
+		if (d.sizes[i] > 1)
+			dims[n++] = {d.strides[i], d.sizes[i]};
+	}
+	std::sort(dims.begin(), dims.begin() + n);
+	int64_t span = 0; // largest offset reachable by the smaller dims
+	for (int i = 0; i < n; ++i) {
+		if (dims[i].first <= span)
+			return true;
+		span += dims[i].first * (dims[i].second - 1);
+	}
+	return false;
+}
+
+bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b)
+{
+	if (a.mem_space != b.mem_space || a.host_buffer != b.host_buffer || a.addr != b.addr ||
+	    a.dtype != b.dtype || a.ndim != b.ndim)
+		return false;
+	for (int i = 0; i < a.ndim; ++i)
+		if (a.sizes[i] != b.sizes[i] || a.strides[i] != b.strides[i])
+			return false;
+	return true;
+}
+
+uint64_t numel(const neuron_tensor_desc &d)
+{
+	uint64_t n = 1;
+	for (int i = 0; i < d.ndim; ++i)
+		if (__builtin_mul_overflow(n, static_cast<uint64_t>(d.sizes[i]), &n))
+			return ~0ull;
+	return n;
+}
+
+} // namespace
+
+uint64_t command_work(const neuron_cmd &cmd)
+{
+	uint64_t work = 0;
+	for (int k = 0; k < cmd.num_operands; ++k)
+		work = std::max(work, numel(cmd.operands[k]));
+	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
+		const neuron_tensor_desc &a = cmd.operands[1];
+		const uint64_t k = a.ndim >= 1 ? static_cast<uint64_t>(a.sizes[a.ndim - 1]) : 1;
+		if (__builtin_mul_overflow(numel(cmd.operands[0]), k, &work))
+			work = ~0ull;
+	}
+	return work;
+}
+
+std::optional<kernels::Fault> resolve_operands(const neuron_cmd &cmd, QueueKind kind, Device &device,
+					       const TenantMemory &memory, OperandViews &views)
+{
+	const int n = cmd.num_operands;
+	std::array<std::pair<const std::byte *, uint64_t>, NEURON_MAX_OPERANDS> ranges{};
+
+	if (kind == QueueKind::Dma && cmd.opcode != NEURON_OP_COPY && cmd.opcode != NEURON_OP_NOP)
+		return make_fault(NEURON_FAULT_BAD_OPCODE,
+				  "opcode " + std::to_string(cmd.opcode) +
+					  " is not a DMA operation: DMA queues run COPY and NOP only");
+
+	for (int k = 0; k < n; ++k)
+		if (numel(cmd.operands[k]) > kMaxElementsPerOperand)
+			return make_fault(NEURON_FAULT_BAD_OPERAND,
+					  "operand " + std::to_string(k) + " has more than 2^32 elements; split the work");
+	if (command_work(cmd) > kMaxCommandWork)
+		return make_fault(NEURON_FAULT_BAD_OPERAND,
+				  "command needs more than 2^37 element operations; split it (e.g. a matmul into blocks)");
+
+	for (int k = 0; k < n; ++k) {
+		const neuron_tensor_desc &d = cmd.operands[k];
+		const std::string who = "operand " + std::to_string(k) + " (" + operand_role(k) + ")";
+		const auto extent = byte_extent(d);
+		if (!extent)
+			return make_fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": sizes and strides reach past 2^62 bytes");
+		std::byte *base = nullptr;
+		if (d.mem_space == NEURON_MEM_DEVICE) {
+			if (d.host_buffer != 0)
+				return make_fault(NEURON_FAULT_BAD_OPERAND, who + ": host_buffer must be 0 for device memory");
+			if (*extent > 0 && !memory.owns_device_range(device.index(), d.addr, *extent))
+				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS,
+						  who + ": bytes [" + hex(d.addr) + ", +" + std::to_string(*extent) +
+							  ") on device " + std::to_string(device.index()) +
+							  " are not inside one allocation of this tenant");
+			base = *extent > 0 ? device.host_address(d.addr) : nullptr;
+		} else if (d.mem_space == NEURON_MEM_HOST) {
+			if (kind != QueueKind::Dma)
+				return make_fault(NEURON_FAULT_BAD_OPERAND,
+						  who + ": host memory can only be named on a DMA queue");
+			const HostBuffer *hb = memory.host_buffer(d.host_buffer);
+			if (!hb)
+				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS,
+						  who + ": host buffer " + std::to_string(d.host_buffer) +
+							  " is not registered by this tenant");
+			if (d.addr > hb->size || *extent > hb->size - d.addr)
+				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS,
+						  who + ": bytes [" + std::to_string(d.addr) + ", +" +
+							  std::to_string(*extent) + ") run past host buffer " +
+							  std::to_string(d.host_buffer) + " of " +
+							  std::to_string(hb->size) + " bytes");
+			base = hb->ptr + d.addr;
+		} else {
+			return make_fault(NEURON_FAULT_BAD_OPERAND,
+					  who + ": mem_space " + std::to_string(d.mem_space) + " is unknown");
+		}
+		kernels::View &v = views[k];
+		v.data = base;
+		v.dtype = static_cast<neuron_dtype>(d.dtype);
+		v.ndim = d.ndim;
+		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
+		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
+		ranges[k] = {base, *extent};
+	}
+
+	if (n == 0)
+		return std::nullopt;
+	if (self_overlapping(cmd.operands[0]))
+		return make_fault(NEURON_FAULT_OVERLAP,
+				  "operand 0 (output): its strides make distinct elements share memory");
+	const auto [out_lo, out_len] = ranges[0];
+	for (int k = 1; k < n; ++k) {
+		const auto [lo, len] = ranges[k];
+		if (out_len == 0 || len == 0 || lo >= out_lo + out_len || out_lo >= lo + len)
+			continue;
+		if (kernels::output_may_alias_inputs(static_cast<neuron_opcode>(cmd.opcode)) &&
+		    same_view(cmd.operands[0], cmd.operands[k]))
+			continue;
+		return make_fault(NEURON_FAULT_OVERLAP,
+				  "operand 0 (output) overlaps operand " + std::to_string(k) +
+					  " (input); only an exact in-place view is allowed, and only for elementwise ops");
+	}
+	return std::nullopt;
+}
+
+} // namespace neuron::chip

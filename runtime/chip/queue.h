@@ -1,0 +1,90 @@
+// The daemon's side of one tenant queue: the shared ring plus the engine's private
+// state for it.
+//
+// Ownership: created by the control thread (daemon), shared (shared_ptr) with the one
+// Engine that serves it. Fields marked "engine" are touched only by that engine's
+// thread; the shared ring header is never trusted (see cmd.h).
+#pragma once
+
+#include <neuron/cmd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace neuron::chip {
+
+class TenantMemory;
+class QueueDirectory;
+
+enum class QueueKind { Core, Dma };
+
+class Queue {
+public:
+	// Creates the ring in a new memfd. Throws std::system_error on failure.
+	Queue(uint64_t id, QueueKind kind, uint32_t device, uint32_t core, uint32_t slot_count,
+	      std::shared_ptr<TenantMemory> memory, std::shared_ptr<QueueDirectory> peers);
+	~Queue();
+	Queue(const Queue &) = delete;
+	Queue &operator=(const Queue &) = delete;
+
+	uint64_t id() const { return id_; }
+	QueueKind kind() const { return kind_; }
+	uint32_t device() const { return device_; }
+	uint32_t core() const { return core_; }
+	uint32_t slot_count() const { return slot_count_; }
+	int memfd() const { return memfd_; }
+	uint64_t ring_bytes() const { return ring_bytes_; }
+	neuron_ring_header *header() const { return header_; }
+	const std::byte *slot(uint64_t seq) const;
+
+	TenantMemory &memory() const { return *memory_; }
+	QueueDirectory &peers() const { return *peers_; }
+
+	uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+	bool faulted() const { return faulted_.load(std::memory_order_acquire); }
+	// Set by the control thread when the queue or its tenant goes away: the
+	// engine stops taking commands from it.
+	void retire() { retired_.store(true, std::memory_order_release); }
+	bool retired() const { return retired_.load(std::memory_order_acquire); }
+
+	// Engine side.
+	uint64_t next_seq() const { return completed_.load(std::memory_order_relaxed) + 1; }
+	void complete_one();
+	void fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
+
+private:
+	void wake_waiters();
+
+	uint64_t id_;
+	QueueKind kind_;
+	uint32_t device_;
+	uint32_t core_;
+	uint32_t slot_count_;
+	int memfd_ = -1;
+	uint64_t ring_bytes_ = 0;
+	neuron_ring_header *header_ = nullptr;
+	std::shared_ptr<TenantMemory> memory_;
+	std::shared_ptr<QueueDirectory> peers_;
+	std::atomic<uint64_t> completed_{0};   // authoritative timeline value
+	std::atomic<bool> faulted_{false};
+	std::atomic<bool> retired_{false};
+};
+
+// A tenant's queues by id, for cross-queue waits. Guarded by its own mutex
+// (control thread writes, engines read when a command carries a wait).
+class QueueDirectory {
+public:
+	void add(const std::shared_ptr<Queue> &q);
+	void remove(uint64_t id);
+	std::shared_ptr<Queue> find(uint64_t id) const;
+
+private:
+	mutable std::mutex mutex_;
+	std::map<uint64_t, std::weak_ptr<Queue>> queues_;
+};
+
+} // namespace neuron::chip

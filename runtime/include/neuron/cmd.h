@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The simulated NeuronCore's command format ("ISA"), version 1.
+ *
+ * Shared by neurond (which validates and executes commands) and libneuron (whose
+ * tenants encode them). Everything here is plain C so the public C API can expose it.
+ *
+ * A command is one fixed-size slot (NEURON_CMD_SLOT_SIZE bytes) in a queue's
+ * shared-memory ring. Layout rules: little-endian, natural alignment, explicit
+ * reserved fields that must be zero, no implicit padding (static_asserts below).
+ *
+ * Tensor operands are descriptors (address, dtype, up to 8 dims of sizes and
+ * element strides). Broadcasting is expressed by the encoder with stride 0: every
+ * input of an elementwise op has exactly the output's shape. Strides are never
+ * negative. Operand 0 is always the output, except for NOP (no operands).
+ *
+ * Compatibility: a new opcode or a new meaning for a reserved field bumps
+ * NEURON_CMD_ABI_MINOR; a change to an existing layout bumps NEURON_CMD_ABI_MAJOR.
+ */
+#ifndef NEURON_CMD_H
+#define NEURON_CMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEURON_CMD_ABI_MAJOR 1
+#define NEURON_CMD_ABI_MINOR 0
+
+#define NEURON_MAX_DIMS 8
+#define NEURON_MAX_OPERANDS 6
+#define NEURON_MAX_SCALARS 4
+#define NEURON_CMD_SLOT_SIZE 1024
+
+/* Element types. Values are stable ABI. */
+enum neuron_dtype {
+	NEURON_DTYPE_INVALID = 0,
+	NEURON_DTYPE_F32 = 1,
+	NEURON_DTYPE_BF16 = 2,
+	NEURON_DTYPE_F16 = 3,
+	NEURON_DTYPE_I32 = 4,
+	NEURON_DTYPE_I64 = 5,
+	NEURON_DTYPE_BOOL = 6,
+	NEURON_DTYPE_U8 = 7,
+	NEURON_DTYPE_COUNT_ = 8,
+};
+
+/*
+ * Opcodes. Operand lists name operand 0 first. "scalars.f[k]" / "scalars.i[k]" are
+ * the op's scalar arguments; unused scalars must be zero.
+ */
+enum neuron_opcode {
+	NEURON_OP_INVALID = 0,
+	/* No operands. Completes in order; used for events and round-trip timing. */
+	NEURON_OP_NOP = 1,
+	/* out = f[0] (floating dtypes) or i[0] (integer and bool dtypes). */
+	NEURON_OP_FILL = 2,
+	/* out = cast(in). Strided, any dtype pair. On DMA queues either side may be a
+	 * host buffer; on core queues both are device memory. */
+	NEURON_OP_COPY = 3,
+	/* out = a + f[0] * b (f[0] is alpha; encoders pass 1.0 for plain add). */
+	NEURON_OP_ADD = 4,
+	/* out = a - f[0] * b */
+	NEURON_OP_SUB = 5,
+	NEURON_OP_MUL = 6, /* out = a * b */
+	NEURON_OP_DIV = 7, /* out = a / b (true division in out's dtype) */
+	/* Scalar forms: out = a (op) s with s = f[0]; i[0] = 1 reverses the operands
+	 * (s - a, s / a). Integer outputs take s as i[1] to keep 64-bit precision. */
+	NEURON_OP_ADD_SCALAR = 8,
+	NEURON_OP_SUB_SCALAR = 9,
+	NEURON_OP_MUL_SCALAR = 10,
+	NEURON_OP_DIV_SCALAR = 11,
+	/*
+	 * out[..., M, N] = f[0] * a[..., M, K] @ b[..., K, N] + f[1] * out.
+	 * ndim 2 (matmul) or 3 (batched; batch may be broadcast with stride 0 on a/b).
+	 * With f[1] == 0 the old contents of out are ignored (NaNs included).
+	 * Floating dtypes only; a, b and out share one dtype.
+	 */
+	NEURON_OP_MATMUL = 12,
+	/* Reductions: out = reduce(in) over the dims set in bitmask i[0]. out has
+	 * in's ndim with reduced dims of size 1 (keepdim). */
+	NEURON_OP_SUM = 13,
+	NEURON_OP_MEAN = 14,
+	NEURON_OP_AMAX = 15,
+	/* Unary elementwise: out = f(in). Floating dtypes (RELU also integers). */
+	NEURON_OP_RELU = 16,
+	NEURON_OP_GELU = 17, /* i[0] = 0: erf form; 1: tanh approximation */
+	NEURON_OP_SILU = 18,
+	NEURON_OP_TANH = 19,
+	NEURON_OP_EXP = 20,
+	/* out = softmax(in) along dim i[0]. Floating dtypes; out and in same shape. */
+	NEURON_OP_SOFTMAX = 21,
+	NEURON_OP_COUNT_ = 22,
+};
+
+/* Where a tensor descriptor's address points. */
+enum neuron_mem_space {
+	NEURON_MEM_DEVICE = 0, /* addr is a byte address in the queue's device HBM */
+	NEURON_MEM_HOST = 1,   /* addr is a byte offset into host buffer `host_buffer` */
+};
+
+struct neuron_tensor_desc {
+	uint64_t addr;          /* byte address (device) or byte offset (host buffer) */
+	uint32_t host_buffer;   /* host buffer handle when mem_space is HOST, else 0 */
+	uint8_t mem_space;      /* enum neuron_mem_space */
+	uint8_t dtype;          /* enum neuron_dtype */
+	uint8_t ndim;           /* 0..NEURON_MAX_DIMS; 0 is a scalar (one element) */
+	uint8_t reserved;       /* must be zero */
+	int64_t sizes[NEURON_MAX_DIMS];   /* >= 0; entries past ndim must be zero */
+	int64_t strides[NEURON_MAX_DIMS]; /* in elements, >= 0; past ndim zero */
+};
+
+/*
+ * Cross-queue dependency: the command does not start before queue `queue_id`
+ * (a queue of the same tenant) has completed `value` commands. queue_id 0 = none.
+ */
+struct neuron_wait {
+	uint64_t queue_id;
+	uint64_t value;
+};
+
+struct neuron_cmd {
+	uint16_t opcode;        /* enum neuron_opcode */
+	uint8_t num_operands;   /* must equal the opcode's arity */
+	uint8_t flags;          /* must be zero (none defined yet) */
+	uint32_t reserved0;     /* must be zero */
+	uint64_t user_tag;      /* opaque to the device; echoed in fault reports */
+	struct neuron_wait wait;
+	union {
+		double f[NEURON_MAX_SCALARS];
+		uint64_t bits[NEURON_MAX_SCALARS];
+	} fscalars;
+	int64_t iscalars[NEURON_MAX_SCALARS];
+	struct neuron_tensor_desc operands[NEURON_MAX_OPERANDS];
+};
+
+/*
+ * Shared ring of one queue. The daemon creates it (a memfd it passes to the
+ * tenant); the first 4 KiB is this header, the slots follow.
+ *
+ * Protocol (single producer = the tenant, single consumer = the daemon):
+ *  - The tenant writes the slot of command seq, then publishes it with a release
+ *    store of tail = seq. It may reuse that slot for seq + slot_count once
+ *    completed >= seq.
+ *  - If engine_sleeping is set, the tenant increments doorbell and FUTEX_WAKEs it.
+ *  - The daemon copies a slot out before validating it (the tenant can still write
+ *    the shared page) and never reads head/completed back from shared memory: its
+ *    own copies are authoritative, the shared ones are a report.
+ *  - After each command, the daemon stores completed (release), then
+ *    completed_futex = (uint32_t)completed; if waiters is non-zero it FUTEX_WAKEs
+ *    completed_futex.
+ *  - Sequence numbers start at 1: command seq occupies slot (seq - 1) % slot_count,
+ *    and the timeline value `completed` counts completed commands, so a wait for
+ *    seq is satisfied when completed >= seq.
+ *  - A faulting command stores fault_seq, fault_user_tag and fault_reason, then
+ *    fault_code (release), bumps completed_futex and wakes waiters. completed stays
+ *    below fault_seq and the queue accepts no more work (sticky fault): commands
+ *    submitted after the faulting one never run and waits for them fail.
+ */
+#define NEURON_RING_MAGIC 0x4e52494eu /* "NIRN" */
+#define NEURON_RING_HEADER_SIZE 4096
+#define NEURON_FAULT_REASON_LEN 256
+
+struct neuron_ring_header {
+	uint32_t magic;
+	uint32_t abi_major;
+	uint32_t slot_count;    /* a power of two */
+	uint32_t slot_size;     /* NEURON_CMD_SLOT_SIZE */
+	uint64_t queue_id;
+	uint8_t pad0[40];
+	/* written by the tenant */
+	uint64_t tail;
+	uint32_t doorbell;
+	uint32_t pad1;
+	uint8_t pad2[48];
+	/* written by the daemon */
+	uint64_t completed;
+	uint32_t completed_futex;
+	uint32_t engine_sleeping;
+	uint8_t pad3[48];
+	/* written by the tenant: non-zero while a thread sleeps on completed_futex */
+	uint32_t waiters;
+	uint32_t pad4;
+	uint8_t pad5[56];
+	/* sticky fault, written once by the daemon */
+	uint32_t fault_code;    /* enum neuron_fault_code */
+	uint32_t pad6;
+	uint64_t fault_seq;     /* sequence number of the faulting command */
+	uint64_t fault_user_tag;
+	char fault_reason[NEURON_FAULT_REASON_LEN];
+};
+
+enum neuron_fault_code {
+	NEURON_FAULT_NONE = 0,
+	NEURON_FAULT_BAD_OPCODE = 1,
+	NEURON_FAULT_BAD_OPERAND = 2,   /* dtype, shape, arity, reserved fields */
+	NEURON_FAULT_OUT_OF_BOUNDS = 3, /* operand outside the tenant's memory */
+	NEURON_FAULT_OVERLAP = 4,       /* output overlaps an input or itself */
+	NEURON_FAULT_BAD_WAIT = 5,      /* wait on an unknown queue */
+	NEURON_FAULT_RING = 6,          /* ring protocol violated (tail too far) */
+	NEURON_FAULT_EXEC = 7,          /* the engine failed executing the command */
+	NEURON_FAULT_RESET = 8,         /* the core was reset (watchdog) */
+};
+
+#ifdef __cplusplus
+}
+
+static_assert(sizeof(neuron_tensor_desc) == 144, "tensor descriptor layout");
+static_assert(sizeof(neuron_cmd) == 8 + 8 + 16 + 32 + 32 + 6 * 144, "command layout");
+static_assert(sizeof(neuron_cmd) <= NEURON_CMD_SLOT_SIZE, "command fits a slot");
+static_assert(sizeof(neuron_ring_header) <= NEURON_RING_HEADER_SIZE, "ring header fits");
+static_assert(offsetof(neuron_ring_header, tail) == 64, "producer line");
+static_assert(offsetof(neuron_ring_header, completed) == 128, "consumer line");
+static_assert(offsetof(neuron_ring_header, waiters) == 192, "waiter line");
+#endif
+
+#endif /* NEURON_CMD_H */

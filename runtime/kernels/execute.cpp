@@ -1,0 +1,125 @@
+// execute(): checks that the resolved views agree with the (already checked)
+// command, then dispatches to the op family's kernel. Also the small tables.
+#include "dtype.h"
+#include "kernels.h"
+#include "ops.h"
+
+#include <cstring>
+
+namespace neuron::kernels {
+
+size_t dtype_size(uint8_t dtype)
+{
+	switch (dtype) {
+	case NEURON_DTYPE_F32:
+	case NEURON_DTYPE_I32:
+		return 4;
+	case NEURON_DTYPE_BF16:
+	case NEURON_DTYPE_F16:
+		return 2;
+	case NEURON_DTYPE_I64:
+		return 8;
+	case NEURON_DTYPE_BOOL:
+	case NEURON_DTYPE_U8:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+const char *dtype_name(uint8_t dt)
+{
+	static const char *const names[NEURON_DTYPE_COUNT_] = {"invalid", "f32", "bf16", "f16", "i32", "i64", "bool", "u8"};
+	return dt < NEURON_DTYPE_COUNT_ ? names[dt] : "invalid";
+}
+
+bool output_may_alias_inputs(neuron_opcode op)
+{
+	switch (op) {
+	case NEURON_OP_FILL:
+	case NEURON_OP_COPY:
+	case NEURON_OP_ADD:
+	case NEURON_OP_SUB:
+	case NEURON_OP_MUL:
+	case NEURON_OP_DIV:
+	case NEURON_OP_ADD_SCALAR:
+	case NEURON_OP_SUB_SCALAR:
+	case NEURON_OP_MUL_SCALAR:
+	case NEURON_OP_DIV_SCALAR:
+	case NEURON_OP_RELU:
+	case NEURON_OP_GELU:
+	case NEURON_OP_SILU:
+	case NEURON_OP_TANH:
+	case NEURON_OP_EXP:
+		// Element i of the output depends only on element i of each input, and
+		// every kernel reads an element (or a block of them) before writing it.
+		return true;
+	default:
+		return false;
+	}
+}
+
+namespace detail {
+
+Fault exec_fault(std::string message) { return Fault{NEURON_FAULT_EXEC, std::move(message)}; }
+
+} // namespace detail
+
+namespace {
+
+std::optional<Fault> check_view(const neuron_tensor_desc &d, const View &v, int k)
+{
+	const std::string who = "operand " + std::to_string(k);
+	if (v.dtype != d.dtype || v.ndim != d.ndim ||
+	    std::memcmp(v.sizes, d.sizes, sizeof(int64_t) * static_cast<size_t>(v.ndim)) != 0 ||
+	    std::memcmp(v.strides, d.strides, sizeof(int64_t) * static_cast<size_t>(v.ndim)) != 0)
+		return detail::exec_fault(who + ": resolved view does not match its descriptor");
+	bool empty = false;
+	for (int i = 0; i < v.ndim; ++i)
+		empty = empty || v.sizes[i] == 0;
+	if (empty)
+		return std::nullopt;
+	if (v.data == nullptr)
+		return detail::exec_fault(who + ": resolved to a null pointer");
+	// Kernels access elements through typed pointers on their fast paths.
+	if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) != 0)
+		return detail::exec_fault(who + ": host pointer not aligned to its element size");
+	return std::nullopt;
+}
+
+} // namespace
+
+std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads)
+{
+	const int arity = op_arity(cmd.opcode);
+	if (arity < 0)
+		return detail::exec_fault("execute: unknown opcode " + std::to_string(cmd.opcode));
+	if (views.size() != static_cast<size_t>(arity))
+		return detail::exec_fault("execute: " + std::to_string(views.size()) + " views for " +
+					  op_name(cmd.opcode) + ", which takes " + std::to_string(arity));
+	for (int k = 0; k < arity; ++k)
+		if (auto f = check_view(cmd.operands[k], views[static_cast<size_t>(k)], k))
+			return f;
+	max_threads = std::max(1, max_threads);
+
+	switch (cmd.opcode) {
+	case NEURON_OP_NOP:
+		return std::nullopt;
+	case NEURON_OP_FILL:
+		return detail::run_fill(cmd, views[0], max_threads);
+	case NEURON_OP_COPY:
+		return detail::run_copy(views[0], views[1], max_threads);
+	case NEURON_OP_MATMUL:
+		return detail::run_matmul(cmd, views, max_threads);
+	case NEURON_OP_SUM:
+	case NEURON_OP_MEAN:
+	case NEURON_OP_AMAX:
+		return detail::run_reduce(cmd, views[0], views[1], max_threads);
+	case NEURON_OP_SOFTMAX:
+		return detail::run_softmax(cmd, views[0], views[1], max_threads);
+	default:
+		return detail::run_elementwise(cmd, views, max_threads);
+	}
+}
+
+} // namespace neuron::kernels

@@ -1,0 +1,58 @@
+// Public interface of the op kernels: the arithmetic behind the simulated
+// NeuronCore's ISA (<neuron/cmd.h>), run on the host CPU.
+//
+// The chip calls check_semantics() on its private copy of a command, resolves
+// the operands to host pointers (bounds and overlap checks are its job, since
+// they depend on what the tenant owns), then calls execute().
+#pragma once
+
+#include "fault.h"
+
+#include <neuron/cmd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace neuron::kernels {
+
+// An operand resolved to host memory. sizes/strides are in elements, as in the
+// descriptor. data may be null when the tensor has no elements.
+struct View {
+	std::byte *data;
+	neuron_dtype dtype;
+	int ndim;
+	int64_t sizes[NEURON_MAX_DIMS];
+	int64_t strides[NEURON_MAX_DIMS];
+};
+
+// Checks everything about a command that does not depend on memory ownership:
+// opcode known, num_operands == arity, flags/reserved fields zero, unused operand
+// slots all zero, dtypes valid and allowed for the op, ndim <= 8, sizes/strides >= 0
+// and zero past ndim, addr aligned to the element size, element count and byte
+// extent free of overflow, per-op shape rules and scalar arguments.
+// Returns std::nullopt when fine, else a Fault naming the operand and field.
+std::optional<Fault> check_semantics(const neuron_cmd &cmd);
+
+// Whether an input may alias the output exactly (same address, dtype, sizes and
+// strides): true for elementwise/unary/copy/fill, false for matmul, reductions and
+// softmax (they read inputs after writing parts of the output).
+bool output_may_alias_inputs(neuron_opcode op);
+
+// Executes a command that passed check_semantics and whose operands were resolved
+// (views[k] corresponds to cmd.operands[k]). Uses at most max_threads host threads.
+// Returns std::nullopt or a Fault (NEURON_FAULT_EXEC) for failures it can detect
+// (views inconsistent with the command, misaligned pointers, host memory exhausted).
+std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads);
+
+// Bytes per element of a dtype (0 for invalid).
+size_t dtype_size(uint8_t dtype);
+
+// Number of operands an opcode takes (including the output); -1 if unknown.
+int op_arity(uint16_t opcode);
+
+// Short lower-case name of an opcode ("add", "matmul"), "invalid" if unknown.
+const char *op_name(uint16_t opcode);
+
+} // namespace neuron::kernels

@@ -1,0 +1,347 @@
+// check_semantics(): everything about a command that can be decided from the
+// command alone (no memory ownership). The chip runs it on its private copy of a
+// slot before resolving addresses, so execute() can trust shapes, dtypes and
+// scalars. Every rejection names the operand, the field and what was expected.
+#include "dtype.h"
+#include "kernels.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace neuron::kernels {
+
+namespace {
+
+std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char *f, ...)
+{
+	char buf[NEURON_FAULT_REASON_LEN];
+	va_list ap;
+	va_start(ap, f);
+	std::vsnprintf(buf, sizeof(buf), f, ap);
+	va_end(ap);
+	return buf;
+}
+
+Fault bad(const std::string &msg) { return Fault{NEURON_FAULT_BAD_OPERAND, msg}; }
+
+struct OpInfo {
+	const char *name;
+	int arity;
+	const char *operands[3];
+};
+
+// Indexed by opcode.
+const OpInfo kOps[NEURON_OP_COUNT_] = {
+	{"invalid", -1, {}},
+	{"nop", 0, {}},
+	{"fill", 1, {"out"}},
+	{"copy", 2, {"out", "in"}},
+	{"add", 3, {"out", "a", "b"}},
+	{"sub", 3, {"out", "a", "b"}},
+	{"mul", 3, {"out", "a", "b"}},
+	{"div", 3, {"out", "a", "b"}},
+	{"add_scalar", 2, {"out", "a"}},
+	{"sub_scalar", 2, {"out", "a"}},
+	{"mul_scalar", 2, {"out", "a"}},
+	{"div_scalar", 2, {"out", "a"}},
+	{"matmul", 3, {"out", "a", "b"}},
+	{"sum", 2, {"out", "in"}},
+	{"mean", 2, {"out", "in"}},
+	{"amax", 2, {"out", "in"}},
+	{"relu", 2, {"out", "in"}},
+	{"gelu", 2, {"out", "in"}},
+	{"silu", 2, {"out", "in"}},
+	{"tanh", 2, {"out", "in"}},
+	{"exp", 2, {"out", "in"}},
+	{"softmax", 2, {"out", "in"}},
+};
+
+struct Checker {
+	const neuron_cmd &cmd;
+	const OpInfo &op;
+
+	const neuron_tensor_desc &d(int k) const { return cmd.operands[k]; }
+	std::string who(int k) const { return fmt("operand %d (%s)", k, op.operands[k]); }
+
+	std::optional<Fault> descriptor(int k) const
+	{
+		const neuron_tensor_desc &t = d(k);
+		if (t.mem_space != NEURON_MEM_DEVICE && t.mem_space != NEURON_MEM_HOST)
+			return bad(who(k) + fmt(": mem_space=%u is unknown (0 device, 1 host)", t.mem_space));
+		if (t.mem_space == NEURON_MEM_DEVICE && t.host_buffer != 0)
+			return bad(who(k) + fmt(": host_buffer=%u must be 0 for device memory", t.host_buffer));
+		if (t.reserved != 0)
+			return bad(who(k) + fmt(": reserved=%u must be zero", t.reserved));
+		if (!is_valid_dtype(t.dtype))
+			return bad(who(k) + fmt(": dtype=%u is not a valid dtype (1..%d)", t.dtype, NEURON_DTYPE_COUNT_ - 1));
+		if (t.ndim > NEURON_MAX_DIMS)
+			return bad(who(k) + fmt(": ndim=%u exceeds %d", t.ndim, NEURON_MAX_DIMS));
+		for (int i = 0; i < NEURON_MAX_DIMS; ++i) {
+			if (i < t.ndim) {
+				if (t.sizes[i] < 0)
+					return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " is negative", i, t.sizes[i]));
+				if (t.strides[i] < 0)
+					return bad(who(k) + fmt(": strides[%d]=%" PRId64 " is negative", i, t.strides[i]));
+			} else if (t.sizes[i] != 0 || t.strides[i] != 0) {
+				return bad(who(k) + fmt(": sizes[%d]/strides[%d] must be zero past ndim=%u", i, i, t.ndim));
+			}
+		}
+		// Element count and byte extent must be representable; the extent bound
+		// matches the chip's (2^62 bytes).
+		int64_t numel = 1;
+		bool empty = false;
+		for (int i = 0; i < t.ndim; ++i)
+			empty = empty || t.sizes[i] == 0;
+		unsigned __int128 last = 0;
+		for (int i = 0; i < t.ndim && !empty; ++i) {
+			if (__builtin_mul_overflow(numel, t.sizes[i], &numel))
+				return bad(who(k) + ": element count overflows int64");
+			last += static_cast<unsigned __int128>(t.sizes[i] - 1) * static_cast<uint64_t>(t.strides[i]);
+		}
+		const size_t es = dtype_size(t.dtype);
+		if (!empty) {
+			const unsigned __int128 bytes = (last + 1) * es;
+			if (bytes > (static_cast<unsigned __int128>(1) << 62))
+				return bad(who(k) + ": sizes and strides reach past 2^62 bytes");
+			if (t.addr > UINT64_MAX - static_cast<uint64_t>(bytes))
+				return bad(who(k) + ": addr + extent overflows 64 bits");
+		}
+		if (t.addr % es != 0)
+			return bad(who(k) + fmt(": addr=0x%" PRIx64 " is not aligned to the %s element size (%zu)", t.addr,
+						dtype_name(t.dtype), es));
+		return std::nullopt;
+	}
+
+	// Scalars the op does not use must be zero (bitwise for f[], so -0.0 is rejected).
+	std::optional<Fault> unused_scalars(unsigned used_f, unsigned used_i) const
+	{
+		for (int i = 0; i < NEURON_MAX_SCALARS; ++i) {
+			if (!((used_f >> i) & 1) && cmd.fscalars.bits[i] != 0)
+				return bad(fmt("scalars f[%d]=%g must be zero: unused by %s", i, cmd.fscalars.f[i], op.name));
+			if (!((used_i >> i) & 1) && cmd.iscalars[i] != 0)
+				return bad(fmt("scalars i[%d]=%" PRId64 " must be zero: unused by %s", i, cmd.iscalars[i],
+					       op.name));
+		}
+		return std::nullopt;
+	}
+
+	// Operand k has exactly operand 0's shape.
+	std::optional<Fault> same_shape(int k) const
+	{
+		const neuron_tensor_desc &o = d(0), &t = d(k);
+		if (t.ndim != o.ndim)
+			return bad(who(k) + fmt(": ndim=%u does not match out ndim=%u", t.ndim, o.ndim));
+		for (int i = 0; i < t.ndim; ++i)
+			if (t.sizes[i] != o.sizes[i])
+				return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " does not match out sizes[%d]=%" PRId64, i,
+							t.sizes[i], i, o.sizes[i]));
+		return std::nullopt;
+	}
+
+	std::optional<Fault> dtype_is(int k, bool ok, const char *expected) const
+	{
+		if (ok)
+			return std::nullopt;
+		return bad(who(k) + fmt(": dtype %s is not allowed for %s (expected %s)", dtype_name(d(k).dtype), op.name,
+					expected));
+	}
+
+	std::optional<Fault> elementwise() const
+	{
+		const uint8_t odt = d(0).dtype;
+		const bool fl = is_floating(odt);
+		const uint16_t opc = cmd.opcode;
+		std::optional<Fault> f;
+		switch (opc) {
+		case NEURON_OP_SUB:
+		case NEURON_OP_SUB_SCALAR:
+			f = dtype_is(0, odt != NEURON_DTYPE_BOOL, "any dtype but bool (as in PyTorch)");
+			break;
+		case NEURON_OP_DIV:
+		case NEURON_OP_DIV_SCALAR:
+			f = dtype_is(0, fl, "f32, bf16 or f16: true division needs a floating output");
+			break;
+		case NEURON_OP_RELU:
+			f = dtype_is(0, odt != NEURON_DTYPE_BOOL, "a floating or integer dtype");
+			break;
+		case NEURON_OP_GELU:
+		case NEURON_OP_SILU:
+		case NEURON_OP_TANH:
+		case NEURON_OP_EXP:
+			f = dtype_is(0, fl, "f32, bf16 or f16");
+			break;
+		default:
+			break;
+		}
+		if (f)
+			return f;
+		for (int k = 1; k < op.arity; ++k)
+			if ((f = same_shape(k)))
+				return f;
+		// Scalars.
+		if (opc == NEURON_OP_ADD || opc == NEURON_OP_SUB) {
+			const double alpha = cmd.fscalars.f[0];
+			// Integer outputs compute in int64, so alpha must be an int64 value.
+			const bool integral = alpha >= -9223372036854775808.0 && alpha < 9223372036854775808.0 &&
+					      std::trunc(alpha) == alpha;
+			if (!fl && !integral)
+				return bad(fmt("scalars f[0]=%g (alpha) must be an integer for %s output", alpha,
+					       dtype_name(odt)));
+			return unused_scalars(0x1, 0x0);
+		}
+		if (opc >= NEURON_OP_ADD_SCALAR && opc <= NEURON_OP_DIV_SCALAR) {
+			if (cmd.iscalars[0] != 0 && cmd.iscalars[0] != 1)
+				return bad(fmt("scalars i[0]=%" PRId64 " (reverse) must be 0 or 1", cmd.iscalars[0]));
+			// The scalar is f[0] for floating outputs, i[1] for integer outputs.
+			return fl ? unused_scalars(0x1, 0x1) : unused_scalars(0x0, 0x3);
+		}
+		if (opc == NEURON_OP_GELU) {
+			if (cmd.iscalars[0] != 0 && cmd.iscalars[0] != 1)
+				return bad(fmt("scalars i[0]=%" PRId64 " must be 0 (erf) or 1 (tanh)", cmd.iscalars[0]));
+			return unused_scalars(0x0, 0x1);
+		}
+		return unused_scalars(0x0, 0x0);
+	}
+
+	std::optional<Fault> matmul() const
+	{
+		const neuron_tensor_desc &o = d(0), &a = d(1), &b = d(2);
+		std::optional<Fault> f;
+		if ((f = dtype_is(0, is_floating(o.dtype), "f32, bf16 or f16")))
+			return f;
+		for (int k = 1; k < 3; ++k)
+			if (d(k).dtype != o.dtype)
+				return bad(who(k) + fmt(": dtype %s does not match out dtype %s (matmul takes one dtype)",
+							dtype_name(d(k).dtype), dtype_name(o.dtype)));
+		if (o.ndim != 2 && o.ndim != 3)
+			return bad(who(0) + fmt(": ndim=%u, matmul takes 2 (matmul) or 3 (batched)", o.ndim));
+		for (int k = 1; k < 3; ++k)
+			if (d(k).ndim != o.ndim)
+				return bad(who(k) + fmt(": ndim=%u does not match out ndim=%u", d(k).ndim, o.ndim));
+		const int m = o.ndim - 2; // index of the M dim
+		if (o.ndim == 3)
+			for (int k = 1; k < 3; ++k)
+				if (d(k).sizes[0] != o.sizes[0])
+					return bad(who(k) + fmt(": sizes[0]=%" PRId64 " (batch) does not match out sizes[0]=%" PRId64
+								" (broadcast a batch with stride 0)",
+								d(k).sizes[0], o.sizes[0]));
+		if (a.sizes[m] != o.sizes[m])
+			return bad(who(1) + fmt(": sizes[%d]=%" PRId64 " (M) does not match out sizes[%d]=%" PRId64, m,
+						a.sizes[m], m, o.sizes[m]));
+		if (b.sizes[m + 1] != o.sizes[m + 1])
+			return bad(who(2) + fmt(": sizes[%d]=%" PRId64 " (N) does not match out sizes[%d]=%" PRId64, m + 1,
+						b.sizes[m + 1], m + 1, o.sizes[m + 1]));
+		if (b.sizes[m] != a.sizes[m + 1])
+			return bad(who(2) + fmt(": sizes[%d]=%" PRId64 " (K) does not match a sizes[%d]=%" PRId64, m,
+						b.sizes[m], m + 1, a.sizes[m + 1]));
+		return unused_scalars(0x3, 0x0);
+	}
+
+	std::optional<Fault> reduction() const
+	{
+		const neuron_tensor_desc &o = d(0), &in = d(1);
+		std::optional<Fault> f;
+		if (cmd.opcode == NEURON_OP_SUM)
+			f = dtype_is(0, o.dtype != NEURON_DTYPE_BOOL, "any dtype but bool");
+		else if (cmd.opcode == NEURON_OP_MEAN)
+			f = dtype_is(0, is_floating(o.dtype), "f32, bf16 or f16");
+		else if (in.dtype != o.dtype)
+			f = bad(who(1) + fmt(": dtype %s does not match out dtype %s (amax keeps the dtype)",
+					     dtype_name(in.dtype), dtype_name(o.dtype)));
+		if (f)
+			return f;
+		const int64_t mask = cmd.iscalars[0];
+		if (mask < 0 || (mask >> in.ndim) != 0)
+			return bad(fmt("scalars i[0]=0x%" PRIx64 " (dim mask) names dims >= in ndim=%u",
+				       static_cast<uint64_t>(mask), in.ndim));
+		if (o.ndim != in.ndim)
+			return bad(who(0) + fmt(": ndim=%u must equal in ndim=%u (keepdim)", o.ndim, in.ndim));
+		bool reduces_empty = false, out_empty = false;
+		for (int i = 0; i < in.ndim; ++i) {
+			const bool red = (mask >> i) & 1;
+			const int64_t want = red ? 1 : in.sizes[i];
+			if (o.sizes[i] != want)
+				return bad(who(0) + fmt(": sizes[%d]=%" PRId64 " should be %" PRId64 " (%s)", i, o.sizes[i], want,
+							red ? "reduced dim, keepdim" : "in sizes"));
+			reduces_empty = reduces_empty || (red && in.sizes[i] == 0);
+			out_empty = out_empty || o.sizes[i] == 0;
+		}
+		if (cmd.opcode == NEURON_OP_AMAX && reduces_empty && !out_empty)
+			return bad("amax over an empty dim has no identity (operand 1 (in) has a reduced dim of size 0)");
+		return unused_scalars(0x0, 0x1);
+	}
+
+	std::optional<Fault> softmax() const
+	{
+		std::optional<Fault> f;
+		if ((f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16")) ||
+		    (f = dtype_is(1, is_floating(d(1).dtype), "f32, bf16 or f16")) || (f = same_shape(1)))
+			return f;
+		const int64_t dim = cmd.iscalars[0];
+		// A 0-d tensor has one implicit dim of size 1 (PyTorch accepts dim 0 there).
+		if (dim < 0 || dim >= std::max<int64_t>(d(0).ndim, 1))
+			return bad(fmt("scalars i[0]=%" PRId64 " (dim) must be in [0, %u)", dim,
+				       std::max<unsigned>(d(0).ndim, 1)));
+		return unused_scalars(0x0, 0x1);
+	}
+
+	std::optional<Fault> run() const
+	{
+		if (cmd.flags != 0)
+			return bad(fmt("flags=0x%x must be zero (no flags are defined)", cmd.flags));
+		if (cmd.reserved0 != 0)
+			return bad(fmt("reserved0=0x%x must be zero", cmd.reserved0));
+		if (cmd.num_operands != op.arity)
+			return bad(fmt("num_operands=%u but %s takes %d", cmd.num_operands, op.name, op.arity));
+		static const neuron_tensor_desc zero{};
+		for (int k = op.arity; k < NEURON_MAX_OPERANDS; ++k)
+			if (std::memcmp(&cmd.operands[k], &zero, sizeof(zero)) != 0)
+				return bad(fmt("operand %d: unused by %s (arity %d) but not all zero", k, op.name, op.arity));
+		for (int k = 0; k < op.arity; ++k)
+			if (auto f = descriptor(k))
+				return f;
+		switch (cmd.opcode) {
+		case NEURON_OP_NOP:
+			return unused_scalars(0, 0);
+		case NEURON_OP_FILL:
+			// The value is f[0] for floating outputs, i[0] for integer and bool.
+			return is_floating(d(0).dtype) ? unused_scalars(0x1, 0x0) : unused_scalars(0x0, 0x1);
+		case NEURON_OP_COPY:
+			if (auto f = same_shape(1))
+				return f;
+			return unused_scalars(0, 0);
+		case NEURON_OP_MATMUL:
+			return matmul();
+		case NEURON_OP_SUM:
+		case NEURON_OP_MEAN:
+		case NEURON_OP_AMAX:
+			return reduction();
+		case NEURON_OP_SOFTMAX:
+			return softmax();
+		default:
+			return elementwise();
+		}
+	}
+};
+
+} // namespace
+
+int op_arity(uint16_t opcode) { return opcode < NEURON_OP_COUNT_ ? kOps[opcode].arity : -1; }
+
+const char *op_name(uint16_t opcode) { return opcode < NEURON_OP_COUNT_ ? kOps[opcode].name : "invalid"; }
+
+std::optional<Fault> check_semantics(const neuron_cmd &cmd)
+{
+	if (cmd.opcode == NEURON_OP_INVALID || cmd.opcode >= NEURON_OP_COUNT_)
+		return Fault{NEURON_FAULT_BAD_OPCODE,
+			     fmt("opcode %u is unknown (this chip implements 1..%d, ISA %d.%d)", cmd.opcode,
+				 NEURON_OP_COUNT_ - 1, NEURON_CMD_ABI_MAJOR, NEURON_CMD_ABI_MINOR)};
+	return Checker{cmd, kOps[cmd.opcode]}.run();
+}
+
+} // namespace neuron::kernels

@@ -1,0 +1,273 @@
+// bench-runtime: the first-slice figures of neurond + libneuron, each as a ratio to
+// a reference measured in the same run (README "Performance").
+//
+//   bench-runtime [--neurond PATH] [--quick]
+//
+// Starts its own neurond on a private socket (or uses $NEURON_SOCKET if set and
+// --neurond is not given), then measures:
+//   1. empty-command round trip (submit NOP + wait) vs a two-thread futex ping-pong
+//   2. tenant-side enqueue cost per command
+//   3. H2D / D2H bandwidth at 64 MiB from pinned buffers vs memcpy
+//   4. fp32 matmul on the device vs cblas_sgemm in-process, same thread count
+#include "daemon_launcher.h"
+#include "stats.h"
+
+#include <neuron/detail/futex.h>
+#include <neuron/neuron.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using neuron::detail::monotonic_ns;
+
+namespace {
+
+#define CHECK(call)                                                                                   \
+	do {                                                                                              \
+		neuron_status s_ = (call);                                                                    \
+		if (s_ != NEURON_OK) {                                                                        \
+			std::fprintf(stderr, "bench-runtime: %s failed: %s\n", #call, neuron_last_error());       \
+			std::exit(1);                                                                             \
+		}                                                                                             \
+	} while (0)
+
+// Round trip of a wake-up between two threads through a futex: the cost a
+// sleeping waiter pays, and the yardstick for the command round trip.
+std::vector<double> futex_ping_pong(int iterations)
+{
+	alignas(64) uint32_t ping = 0, pong = 0;
+	std::thread peer([&] {
+		for (int i = 1; i <= iterations; ++i) {
+			while (std::atomic_ref(ping).load() != uint32_t(i))
+				neuron::detail::futex_wait(&ping, uint32_t(i - 1), nullptr);
+			std::atomic_ref(pong).store(uint32_t(i));
+			neuron::detail::futex_wake_all(&pong);
+		}
+	});
+	std::vector<double> us;
+	us.reserve(iterations);
+	for (int i = 1; i <= iterations; ++i) {
+		const uint64_t t0 = monotonic_ns();
+		std::atomic_ref(ping).store(uint32_t(i));
+		neuron::detail::futex_wake_all(&ping);
+		while (std::atomic_ref(pong).load() != uint32_t(i))
+			neuron::detail::futex_wait(&pong, uint32_t(i - 1), nullptr);
+		us.push_back(double(monotonic_ns() - t0) / 1000.0);
+	}
+	peer.join();
+	return us;
+}
+
+std::vector<double> command_round_trip(neuron_queue *q, int iterations)
+{
+	neuron_cmd nop;
+	neuron_cmd_init(&nop, NEURON_OP_NOP, 0);
+	std::vector<double> us;
+	us.reserve(iterations);
+	for (int i = 0; i < iterations; ++i) {
+		const uint64_t t0 = monotonic_ns();
+		uint64_t seq;
+		CHECK(neuron_submit(q, &nop, &seq));
+		CHECK(neuron_queue_wait(q, seq, 5'000'000'000));
+		us.push_back(double(monotonic_ns() - t0) / 1000.0);
+	}
+	return us;
+}
+
+double enqueue_cost_ns(neuron_queue *q, int batch, int rounds)
+{
+	neuron_cmd nop;
+	neuron_cmd_init(&nop, NEURON_OP_NOP, 0);
+	std::vector<double> per;
+	for (int r = 0; r < rounds; ++r) {
+		CHECK(neuron_queue_sync(q, 5'000'000'000));
+		const uint64_t t0 = monotonic_ns();
+		for (int i = 0; i < batch; ++i)
+			CHECK(neuron_submit(q, &nop, nullptr));
+		per.push_back(double(monotonic_ns() - t0) / batch);
+	}
+	CHECK(neuron_queue_sync(q, 5'000'000'000));
+	return bench::median(per);
+}
+
+double memcpy_gbps(size_t bytes, int reps)
+{
+	std::vector<char> a(bytes, 1), b(bytes, 2);
+	std::vector<double> gbps;
+	for (int r = 0; r < reps; ++r) {
+		const uint64_t t0 = monotonic_ns();
+		std::memcpy(b.data(), a.data(), bytes);
+		gbps.push_back(double(bytes) / double(monotonic_ns() - t0));
+		std::swap(a, b);
+	}
+	return bench::median(gbps);
+}
+
+double copy_gbps(neuron_queue *dma, neuron_host_buffer *host, uint64_t dev, bool h2d, int reps)
+{
+	const uint64_t bytes = neuron_host_size(host);
+	std::vector<double> gbps;
+	for (int r = 0; r < reps; ++r) {
+		uint64_t seq;
+		const uint64_t t0 = monotonic_ns();
+		if (h2d)
+			CHECK(neuron_copy_h2d_async(dma, dev, host, 0, bytes, &seq));
+		else
+			CHECK(neuron_copy_d2h_async(dma, host, 0, dev, bytes, &seq));
+		CHECK(neuron_queue_wait(dma, seq, 30'000'000'000));
+		gbps.push_back(double(bytes) / double(monotonic_ns() - t0));
+	}
+	return bench::median(gbps);
+}
+
+struct MatmulResult {
+	double device_gflops, blas_gflops;
+};
+
+MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int n, int reps)
+{
+	const uint64_t bytes = uint64_t(n) * n * sizeof(float);
+	uint64_t a, b, out;
+	CHECK(neuron_alloc(c, 0, bytes, 0, &a));
+	CHECK(neuron_alloc(c, 0, bytes, 0, &b));
+	CHECK(neuron_alloc(c, 0, bytes, 0, &out));
+	std::vector<float> ha(size_t(n) * n), hb(size_t(n) * n), hc(size_t(n) * n);
+	for (size_t i = 0; i < ha.size(); ++i) {
+		ha[i] = float((i * 7) % 13) / 13.0f - 0.5f;
+		hb[i] = float((i * 5) % 11) / 11.0f - 0.5f;
+	}
+	CHECK(neuron_memcpy_h2d(dma, a, ha.data(), bytes));
+	CHECK(neuron_memcpy_h2d(dma, b, hb.data(), bytes));
+	const int64_t sizes[2] = {n, n};
+	neuron_cmd cmd;
+	neuron_cmd_init(&cmd, NEURON_OP_MATMUL, 3);
+	cmd.operands[0] = neuron_desc_contiguous(out, NEURON_DTYPE_F32, 2, sizes);
+	cmd.operands[1] = neuron_desc_contiguous(a, NEURON_DTYPE_F32, 2, sizes);
+	cmd.operands[2] = neuron_desc_contiguous(b, NEURON_DTYPE_F32, 2, sizes);
+	cmd.fscalars.f[0] = 1.0;
+	const double flop = 2.0 * n * double(n) * n;
+	std::vector<double> dev, blas;
+	for (int r = 0; r < reps + 1; ++r) { // first round warms both up
+		uint64_t seq;
+		uint64_t t0 = monotonic_ns();
+		CHECK(neuron_submit(core, &cmd, &seq));
+		CHECK(neuron_queue_wait(core, seq, 120'000'000'000));
+		const double d = double(monotonic_ns() - t0);
+		t0 = monotonic_ns();
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha.data(), n, hb.data(), n, 0.0f,
+			    hc.data(), n);
+		const double h = double(monotonic_ns() - t0);
+		if (r > 0) {
+			dev.push_back(flop / d);
+			blas.push_back(flop / h);
+		}
+	}
+	// The device result must be the BLAS result (same library, same inputs).
+	std::vector<float> back(size_t(n) * n);
+	CHECK(neuron_memcpy_d2h(dma, back.data(), out, bytes));
+	for (size_t i = 0; i < back.size(); i += 997)
+		if (std::abs(back[i] - hc[i]) > 1e-3f * (1.0f + std::abs(hc[i]))) {
+			std::fprintf(stderr, "bench-runtime: matmul %d result differs at %zu\n", n, i);
+			std::exit(1);
+		}
+	CHECK(neuron_free(c, 0, a));
+	CHECK(neuron_free(c, 0, b));
+	CHECK(neuron_free(c, 0, out));
+	return {bench::median(dev), bench::median(blas)};
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string neurond_path;
+	bool quick = false;
+	int threads = int(std::thread::hardware_concurrency());
+	for (int i = 1; i < argc; ++i) {
+		std::string a = argv[i];
+		if (a == "--neurond" && i + 1 < argc)
+			neurond_path = argv[++i];
+		else if (a == "--quick")
+			quick = true;
+		else {
+			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH] [--quick]\n");
+			return 2;
+		}
+	}
+	bench::DaemonLauncher daemon;
+	std::string socket;
+	if (!neurond_path.empty()) {
+		socket = daemon.start(neurond_path, {"--cores", "2", "--hbm-mib", "4096",
+						     "--threads-per-core", std::to_string(threads)});
+		if (socket.empty())
+			return 1;
+	}
+	neuron_connect_options opts = {};
+	opts.socket_path = socket.empty() ? nullptr : socket.c_str();
+	opts.client_name = "bench-runtime";
+	neuron_client *c;
+	CHECK(neuron_connect(&opts, &c));
+	neuron_queue *core, *dma, *burst;
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 0, 0, &core));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 1, 16384, &burst));
+
+	const int iters = quick ? 2000 : 20000;
+	std::printf("bench-runtime: neurond + libneuron on the simulated chip, %d host threads per core\n\n", threads);
+	std::printf("%-44s %12s %12s %8s %s\n", "measure", "device", "reference", "ratio", "goal");
+
+	auto futex = futex_ping_pong(iters);
+	auto rt = command_round_trip(core, iters);
+	const double ratio_p50 = bench::median(rt) / bench::median(futex);
+	std::printf("%-44s %10.2fus %10.2fus %8.2f %s\n", "round trip empty command, median (vs futex)", bench::median(rt),
+		    bench::median(futex), ratio_p50, ratio_p50 <= 2.0 ? "<= 2x: met" : "<= 2x: NOT met");
+	const double ratio_p99 = bench::percentile(rt, 0.99) / bench::percentile(futex, 0.99);
+	std::printf("%-44s %10.2fus %10.2fus %8.2f %s\n", "round trip empty command, p99 (vs futex)",
+		    bench::percentile(rt, 0.99), bench::percentile(futex, 0.99), ratio_p99,
+		    ratio_p99 <= 2.0 ? "<= 2x: met" : "<= 2x: NOT met");
+
+	const double enq = enqueue_cost_ns(burst, 8192, quick ? 5 : 20);
+	std::printf("%-44s %10.0fns %12s %8s %s\n", "enqueue cost per command", enq, "-", "-",
+		    enq <= 1000 ? "<= 1 us: met" : "<= 1 us: NOT met");
+
+	const uint64_t bytes = 64ull << 20;
+	neuron_host_buffer *host;
+	CHECK(neuron_host_alloc(c, bytes, &host));
+	std::memset(neuron_host_ptr(host), 7, bytes);
+	uint64_t dev;
+	CHECK(neuron_alloc(c, 0, bytes, 0, &dev));
+	const int reps = quick ? 5 : 15;
+	const double mc = memcpy_gbps(bytes, reps);
+	const double h2d = copy_gbps(dma, host, dev, true, reps);
+	const double d2h = copy_gbps(dma, host, dev, false, reps);
+	std::printf("%-44s %8.2fGB/s %8.2fGB/s %8.2f %s\n", "H2D 64 MiB pinned (vs memcpy)", h2d, mc, h2d / mc,
+		    h2d / mc >= 0.8 ? ">= 0.8: met" : ">= 0.8: NOT met");
+	std::printf("%-44s %8.2fGB/s %8.2fGB/s %8.2f %s\n", "D2H 64 MiB pinned (vs memcpy)", d2h, mc, d2h / mc,
+		    d2h / mc >= 0.8 ? ">= 0.8: met" : ">= 0.8: NOT met");
+	CHECK(neuron_free(c, 0, dev));
+	CHECK(neuron_host_free(host));
+
+	openblas_set_num_threads(threads);
+	std::vector<int> sizes = quick ? std::vector<int>{1024} : std::vector<int>{1024, 2048, 4096};
+	for (int n : sizes) {
+		const auto m = matmul(c, core, dma, n, n >= 4096 ? 3 : 5);
+		const double r = m.device_gflops / m.blas_gflops;
+		char label[64];
+		std::snprintf(label, sizeof(label), "fp32 matmul %d (vs cblas_sgemm)", n);
+		std::printf("%-44s %6.1fGFLOP/s %6.1fGFLOP/s %6.2f %s\n", label, m.device_gflops, m.blas_gflops, r,
+			    r >= 0.9 ? ">= 0.9: met" : ">= 0.9: NOT met");
+	}
+	neuron_queue_destroy(burst);
+	neuron_queue_destroy(dma);
+	neuron_queue_destroy(core);
+	neuron_disconnect(c);
+	return 0;
+}

@@ -1,0 +1,102 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# /init of the QEMU suite's initramfs (busybox). Loads the DRM modules and
+# neuron.ko, runs the tests and powers off. Result lines: "PASS: name",
+# "FAIL: name", reasons on "# " lines. The kernel log is dumped at the end
+# for the host to look for splats.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+echo 5 >/proc/sys/kernel/printk		# warnings reach the console too
+
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; [ -n "$2" ] && echo "# $2"; }
+
+for m in $(cat /modules.order); do
+	insmod /lib/modules/$m || echo "# insmod $m failed"
+done
+
+TIMEOUT_MS=500
+KO=/lib/modules/neuron.ko
+loaded() { grep -q '^neuron ' /proc/modules; }
+# What packaging/udev/70-neuron-accel.rules does on a real system.
+udev_like() {
+	for n in /dev/accel/accel*; do chgrp 1000 "$n"; chmod 0660 "$n"; done
+}
+sysfs() { cat /sys/class/accel/accel0/device/$1; }
+expect() {	# name, actual, wanted
+	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "got '$2', want '$3'"; fi
+}
+
+echo "=== NEURON SUITE BEGIN"
+
+# 1. Everything else, on two trn2 devices with 256 MiB HBM each.
+if insmod $KO devices=2 hbm_mib=256 job_timeout_ms=$TIMEOUT_MS; then
+	pass module_load
+	udev_like
+	neuron_test -t $TIMEOUT_MS
+	rmmod neuron && pass module_unload || fail module_unload
+else
+	fail module_load
+fi
+
+# 2. Module parameters and profiles.
+params() {	# name, insmod args, "cores hbm_total profile dma_queues"
+	n=$1; shift; want=$1; shift
+	if insmod $KO "$@"; then
+		got="$(sysfs cores) $(sysfs hbm_total_bytes) $(sysfs profile) $(sysfs dma_queues)"
+		expect "$n" "$got" "$want"
+		rmmod neuron
+	else
+		fail "$n" "insmod $*"
+	fi
+}
+params params_trn1 "2 34359738368 trn1 2" profile=trn1
+params params_trn3 "8 154618822656 trn3 2" profile=trn3
+params params_default "8 103079215104 trn2 2"
+params params_custom "4 67108864 trn2 3" cores=4 hbm_mib=64 dma_queues=3
+bad=""
+for args in profile=trn9 cores=65 devices=0 devices=9 dma_queues=0 \
+	    job_timeout_ms=1 hbm_mib=99999999; do
+	if insmod $KO $args 2>/dev/null; then bad="$bad $args"; rmmod neuron; fi
+done
+expect params_rejected "${bad:-none}" none
+insmod $KO devices=3 && {
+	expect params_three_devices "$(ls /dev/accel | wc -l)" 3
+	rmmod neuron
+}
+
+# 3. Unload is refused while a file, mapping or dma-buf is alive.
+insmod $KO && neuron_test x_unload_refused_while_in_use
+loaded && rmmod neuron
+
+# 4. 50 load/unload cycles with work in between: no leak.
+memkb() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+settle() { echo 3 >/proc/sys/vm/drop_caches; sleep 1; }
+cycle() {
+	insmod $KO devices=2 hbm_mib=64 job_timeout_ms=$TIMEOUT_MS || return 1
+	neuron_test x_cycle_work >/tmp/cycle.log || { cat /tmp/cycle.log; rmmod neuron; return 1; }
+	rmmod neuron
+}
+ok=1
+for i in 1 2 3; do cycle || ok=0; done
+settle
+free0=$(memkb MemAvailable); slab0=$(memkb SUnreclaim)
+for i in $(seq 50); do cycle || { ok=0; echo "# cycle $i failed"; break; }; done
+settle
+free1=$(memkb MemAvailable); slab1=$(memkb SUnreclaim)
+echo "# 50 cycles: MemAvailable $free0 -> $free1 kB, SUnreclaim $slab0 -> $slab1 kB"
+if [ $ok = 1 ] && [ $((free0 - free1)) -lt 4096 ] && [ $((slab1 - slab0)) -lt 1024 ] && ! loaded; then
+	pass load_unload_50_cycles_no_leak
+else
+	fail load_unload_50_cycles_no_leak
+fi
+
+echo "=== NEURON SUITE END"
+echo "=== DMESG BEGIN"
+dmesg
+echo "=== DMESG END"
+poweroff -f

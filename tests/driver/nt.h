@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * neuron_test: raw-ioctl tests of neuron.ko, run inside the QEMU guest.
+ * Each test runs in its own process; a failing check prints why and exits.
+ */
+#ifndef NT_H
+#define NT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <drm/drm.h>
+#include <drm/neuron_accel.h>
+
+#define MIB (1024ull * 1024)
+#define NT_UID 1000	/* unprivileged user, group 1000 owns the accel nodes */
+
+struct nt_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+#define NT_TEST(n) \
+	static void n(void); \
+	static const struct nt_test nt_##n \
+	__attribute__((used, section("nt_tests"), aligned(8))) = { #n, n }; \
+	static void n(void)
+
+void nt_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+#define CHECK(c, ...) do { if (!(c)) nt_fail(__FILE__, __LINE__, \
+	"check failed: " #c " " __VA_ARGS__); } while (0)
+/* An ioctl expected to fail with errno e (0 = succeed). */
+#define EXPECT_ERR(e, call) do { int r_ = (call); int e_ = r_ ? errno : 0; \
+	if (e_ != (e)) nt_fail(__FILE__, __LINE__, "%s: got %s, want %s", \
+		#call, e_ ? strerror(e_) : "success", (e) ? strerror(e) : "success"); \
+	} while (0)
+#define OK(call) EXPECT_ERR(0, call)
+
+extern int nt_job_timeout_ms;
+
+int nt_open(int minor);
+int nt_ioctl(int fd, unsigned long req, void *arg);
+uint64_t nt_now_ns(void);
+uint64_t nt_deadline_ms(int ms);
+uint64_t nt_param(int fd, uint32_t param);
+
+/* BOs */
+uint32_t nt_bo(int fd, uint64_t size, uint32_t flags);
+void *nt_map(int fd, uint32_t handle, size_t size);
+void nt_close_bo(int fd, uint32_t handle);
+int nt_bo_wait(int fd, uint32_t handle, int ms);
+
+/* syncobjs */
+uint32_t nt_syncobj(int fd);
+int nt_syncobj_wait(int fd, uint32_t h, uint64_t point, int ms);
+int nt_fence_status(int fd, uint32_t h);	/* 1 ok, 0 busy, <0 error */
+
+/* DMA: one copy, BO list {src READ, dst WRITE}. */
+struct nt_sync { uint32_t handle; uint64_t point; };
+int nt_dma(int fd, uint32_t q, uint32_t src, uint64_t soff, uint32_t dst,
+	   uint64_t doff, uint64_t size, const struct nt_sync *in,
+	   const struct nt_sync *out);
+/* A compute job: cmd {op, arg}, BO list with bo[0] READ|WRITE. */
+int nt_compute(int fd, uint32_t core, uint32_t op, uint32_t arg,
+	       uint32_t bo, const struct nt_sync *in, const struct nt_sync *out);
+
+/* Test engine (child process), ops below. */
+enum { NT_OP_ADD = 1, NT_OP_HANG = 2, NT_OP_FAIL = 3, NT_OP_SLEEP = 4 };
+pid_t nt_engine_start(int minor);
+void nt_engine_stop(pid_t pid);
+
+/* Files */
+char *nt_read_file(const char *path);
+long long nt_sysfs(int minor, const char *attr);
+long long nt_fdinfo(int fd, const char *key);
+void nt_drop_privileges(void);
+
+#endif

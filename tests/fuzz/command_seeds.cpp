@@ -1,0 +1,100 @@
+// Writes a seed corpus for fuzz-command: one valid command per opcode (and a few
+// variants), laid out as the fuzzer input (1 byte queue kind, then the slot), with
+// device addresses in the small range the target rebases onto real allocations.
+#include <neuron/cmd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+neuron_tensor_desc desc(uint64_t addr, int dtype, std::initializer_list<int64_t> sizes)
+{
+	neuron_tensor_desc d;
+	std::memset(&d, 0, sizeof(d));
+	d.addr = addr;
+	d.dtype = static_cast<uint8_t>(dtype);
+	d.ndim = static_cast<uint8_t>(sizes.size());
+	int i = 0;
+	for (int64_t s : sizes)
+		d.sizes[i++] = s;
+	int64_t stride = 1;
+	for (int k = d.ndim - 1; k >= 0; --k) {
+		d.strides[k] = stride;
+		stride *= d.sizes[k];
+	}
+	return d;
+}
+
+void write(const std::string &dir, const std::string &name, uint8_t kind, const neuron_cmd &cmd)
+{
+	FILE *f = std::fopen((dir + "/" + name).c_str(), "wb");
+	if (!f)
+		return;
+	std::fputc(kind, f);
+	std::fwrite(&cmd, sizeof(cmd), 1, f);
+	std::fclose(f);
+}
+
+neuron_cmd make(int op, std::initializer_list<neuron_tensor_desc> operands)
+{
+	neuron_cmd c;
+	std::memset(&c, 0, sizeof(c));
+	c.opcode = static_cast<uint16_t>(op);
+	for (const auto &d : operands)
+		c.operands[c.num_operands++] = d;
+	return c;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		std::fprintf(stderr, "usage: fuzz-command-seeds DIR\n");
+		return 2;
+	}
+	const std::string dir = argv[1];
+	const uint64_t A = 0, B = 1u << 20; // rebased onto the target's two allocations
+	const int F = NEURON_DTYPE_F32;
+	write(dir, "nop", 0, make(NEURON_OP_NOP, {}));
+	auto fill = make(NEURON_OP_FILL, {desc(A, F, {16, 16})});
+	fill.fscalars.f[0] = 2.5;
+	write(dir, "fill", 0, fill);
+	write(dir, "copy_cast", 0, make(NEURON_OP_COPY, {desc(A, NEURON_DTYPE_BF16, {8, 9}), desc(B, F, {8, 9})}));
+	auto h2d = make(NEURON_OP_COPY, {desc(A, NEURON_DTYPE_U8, {4096}), desc(0, NEURON_DTYPE_U8, {4096})});
+	h2d.operands[1].mem_space = NEURON_MEM_HOST;
+	h2d.operands[1].host_buffer = 1;
+	write(dir, "dma_h2d", 1, h2d);
+	for (int op : {NEURON_OP_ADD, NEURON_OP_SUB, NEURON_OP_MUL, NEURON_OP_DIV}) {
+		// alpha (f[0]) exists for add and sub only
+
+		auto c = make(op, {desc(A, F, {4, 5}), desc(A, F, {4, 5}), desc(B, F, {4, 5})});
+		c.operands[2].strides[0] = 0; // broadcast rows
+		c.fscalars.f[0] = op == NEURON_OP_ADD || op == NEURON_OP_SUB ? 1.0 : 0.0;
+		write(dir, "binary" + std::to_string(op), 0, c);
+	}
+	for (int op : {NEURON_OP_ADD_SCALAR, NEURON_OP_SUB_SCALAR, NEURON_OP_MUL_SCALAR, NEURON_OP_DIV_SCALAR}) {
+		auto c = make(op, {desc(A, F, {33}), desc(B, F, {33})});
+		c.fscalars.f[0] = 3.0;
+		write(dir, "scalar" + std::to_string(op), 0, c);
+	}
+	auto mm = make(NEURON_OP_MATMUL, {desc(A, F, {8, 4}), desc(B, F, {8, 16}), desc(B + 4096, F, {16, 4})});
+	mm.fscalars.f[0] = 1.0;
+	write(dir, "matmul", 0, mm);
+	auto bmm = make(NEURON_OP_MATMUL, {desc(A, F, {2, 3, 4}), desc(B, F, {2, 3, 5}), desc(B + 4096, F, {2, 5, 4})});
+	bmm.fscalars.f[0] = 1.0;
+	write(dir, "bmm", 0, bmm);
+	for (int op : {NEURON_OP_SUM, NEURON_OP_MEAN, NEURON_OP_AMAX}) {
+		auto c = make(op, {desc(A, F, {6, 1}), desc(B, F, {6, 7})});
+		c.iscalars[0] = 2;
+		write(dir, "reduce" + std::to_string(op), 0, c);
+	}
+	for (int op : {NEURON_OP_RELU, NEURON_OP_GELU, NEURON_OP_SILU, NEURON_OP_TANH, NEURON_OP_EXP})
+		write(dir, "unary" + std::to_string(op), 0, make(op, {desc(A, F, {10, 3}), desc(B, F, {10, 3})}));
+	auto sm = make(NEURON_OP_SOFTMAX, {desc(A, F, {5, 7}), desc(B, F, {5, 7})});
+	sm.iscalars[0] = 1;
+	write(dir, "softmax", 0, sm);
+	return 0;
+}

@@ -1,0 +1,162 @@
+// MATMUL (2-d and batched) against a naive double-precision product: f32/bf16/f16,
+// row- and column-major operands, layouts that need packing, broadcast batches,
+// alpha/beta, empty dims and sizes large enough to split among threads.
+#include "ref.h"
+
+using namespace ref;
+
+namespace {
+
+enum class ML { Row, Col, Strided, Bcast };
+
+const char *mlname(ML l)
+{
+	static const char *n[] = {"row", "col", "strided", "bcast"};
+	return n[static_cast<int>(l)];
+}
+
+// A [batch?, r, c] matrix operand with layout l. Bcast: a batched operand with
+// batch stride 0 (for 2-d: rows broadcast, which forces packing).
+Tensor make_mat(int dt, int64_t batch, int64_t r, int64_t c, ML l)
+{
+	const bool b = batch >= 0;
+	auto shp = [&](int64_t x, int64_t y) { return b ? std::vector<int64_t>{batch, x, y} : std::vector<int64_t>{x, y}; };
+	const int o = b ? 1 : 0;
+	switch (l) {
+	case ML::Col:
+		return Tensor::make(dt, shp(c, r)).transpose(o, o + 1);
+	case ML::Strided: // every other column of a wider matrix: neither row- nor column-contiguous
+		return Tensor::make(dt, shp(r, 2 * c)).slice(o + 1, 0, 2 * c, 2);
+	case ML::Bcast:
+		if (b)
+			return Tensor::make(dt, {1, r, c}).expand(0, batch);
+		return Tensor::make(dt, {1, c}).expand(0, r);
+	default:
+		return Tensor::make(dt, shp(r, c));
+	}
+}
+
+void mm_case(int dt, int64_t batch, int64_t M, int64_t K, int64_t N, ML la, ML lb, ML lo, double alpha, double beta,
+	     bool nan_out = false, int threads = 4)
+{
+	const Tensor a = make_mat(dt, batch, M, K, la), b = make_mat(dt, batch, K, N, lb);
+	const Tensor out = make_mat(dt, batch, M, N, lo == ML::Bcast ? ML::Row : lo);
+	a.randomize(1, -2, 2);
+	b.randomize(2, -2, 2);
+	out.randomize(3, -2, 2);
+	if (nan_out)
+		out.each([&](const int64_t *i) { out.set(i, NAN); });
+	const Tensor old = out.clone();
+	auto cmd = make_cmd(NEURON_OP_MATMUL, {&out, &a, &b});
+	cmd.fscalars.f[0] = alpha;
+	cmd.fscalars.f[1] = beta;
+	run(cmd, {&out, &a, &b}, threads);
+
+	const bool bt = batch >= 0;
+	const std::string what = std::string("matmul ") + dname(dt) + " b" + std::to_string(batch) + " M" +
+				 std::to_string(M) + " K" + std::to_string(K) + " N" + std::to_string(N) + " a:" + mlname(la) +
+				 " b:" + mlname(lb) + " out:" + mlname(lo) + " alpha " + std::to_string(alpha) + " beta " +
+				 std::to_string(beta);
+	// Accumulation is in f32 (bf16/f16 are converted first): the error grows with K
+	// relative to the magnitude of the terms, sum |a||b| <= 4K.
+	const Tol base = tol_for(dt);
+	const double scale = std::fabs(alpha) * 4.0 * static_cast<double>(std::max<int64_t>(K, 1));
+	const Tol t{base.rtol, base.atol + (dt == NEURON_DTYPE_F32 ? 1e-6 : base.rtol) * scale +
+				       (dt == NEURON_DTYPE_F32 ? 0 : base.rtol) * std::fabs(beta) * 2};
+	expect_tensor(
+		out,
+		[&](const int64_t *i) {
+			int64_t ia[3], ib[3], io[3];
+			const int m = bt ? 1 : 0;
+			if (bt)
+				ia[0] = ib[0] = io[0] = i[0];
+			double s = 0;
+			for (int64_t k = 0; k < K; ++k) {
+				ia[m] = i[m];
+				ia[m + 1] = k;
+				ib[m] = k;
+				ib[m + 1] = i[m + 1];
+				s += a.get(ia) * b.get(ib);
+			}
+			io[m] = i[m];
+			io[m + 1] = i[m + 1];
+			const double prev = beta == 0 ? 0 : to_f32(beta) * old.get(io);
+			return to_f32(alpha) * s + prev;
+		},
+		t, what);
+}
+
+const ML kLayouts[] = {ML::Row, ML::Col, ML::Strided, ML::Bcast};
+
+} // namespace
+
+Test(matmul, f32_shapes_and_layouts)
+{
+	struct S {
+		int64_t M, K, N;
+	};
+	const S shapes[] = {{1, 1, 1}, {3, 4, 5}, {5, 1, 3}, {1, 7, 1}, {17, 33, 9}};
+	for (const S &s : shapes)
+		for (ML la : kLayouts)
+			for (ML lb : kLayouts)
+				for (ML lo : {ML::Row, ML::Col, ML::Strided})
+					mm_case(NEURON_DTYPE_F32, -1, s.M, s.K, s.N, la, lb, lo, 1.0, 0.0);
+}
+
+Test(matmul, alpha_beta)
+{
+	for (int dt : kFloatDtypes)
+		for (ML lo : {ML::Row, ML::Col, ML::Strided}) {
+			mm_case(dt, -1, 6, 5, 4, ML::Row, ML::Col, lo, 0.5, 2.0);
+			mm_case(dt, -1, 6, 5, 4, ML::Col, ML::Row, lo, -1.0, 1.0);
+			mm_case(dt, -1, 6, 5, 4, ML::Row, ML::Row, lo, 0.0, 0.5);
+			// beta == 0 ignores the old contents, NaN included.
+			mm_case(dt, -1, 6, 5, 4, ML::Row, ML::Row, lo, 1.0, 0.0, true);
+			mm_case(dt, 2, 6, 5, 4, ML::Strided, ML::Bcast, lo, 1.0, 0.0, true);
+		}
+}
+
+Test(matmul, empty_dims)
+{
+	for (int dt : kFloatDtypes) {
+		mm_case(dt, -1, 0, 3, 4, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+		mm_case(dt, -1, 3, 4, 0, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+		// K == 0: out = beta * out (zero when beta == 0).
+		mm_case(dt, -1, 3, 0, 4, ML::Row, ML::Row, ML::Row, 1.0, 0.0, true);
+		mm_case(dt, -1, 3, 0, 4, ML::Row, ML::Row, ML::Col, 1.0, 3.0);
+		mm_case(dt, 0, 3, 2, 4, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+		mm_case(dt, 2, 3, 0, 4, ML::Row, ML::Row, ML::Row, 1.0, 0.5);
+	}
+}
+
+Test(matmul, half_precision)
+{
+	for (int dt : {NEURON_DTYPE_BF16, NEURON_DTYPE_F16})
+		for (ML la : kLayouts)
+			for (ML lb : kLayouts) {
+				mm_case(dt, -1, 7, 9, 5, la, lb, ML::Row, 1.0, 0.0);
+				mm_case(dt, 3, 4, 6, 5, la, lb, ML::Col, 1.0, 0.0);
+			}
+}
+
+Test(matmul, batched)
+{
+	for (ML la : kLayouts)
+		for (ML lb : kLayouts)
+			for (ML lo : {ML::Row, ML::Col, ML::Strided})
+				mm_case(NEURON_DTYPE_F32, 3, 4, 5, 6, la, lb, lo, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, 1, 4, 5, 6, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+}
+
+Test(matmul, large_parallel)
+{
+	// Big enough to be split among threads: by rows, by columns, by batches.
+	mm_case(NEURON_DTYPE_F32, -1, 130, 257, 129, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, -1, 33, 200, 300, ML::Col, ML::Col, ML::Col, 0.5, 1.0);
+	mm_case(NEURON_DTYPE_F32, -1, 100, 100, 100, ML::Strided, ML::Bcast, ML::Strided, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, 8, 96, 96, 96, ML::Row, ML::Bcast, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, 3, 130, 100, 110, ML::Col, ML::Strided, ML::Col, 1.0, 0.5);
+	mm_case(NEURON_DTYPE_BF16, 3, 70, 80, 90, ML::Col, ML::Row, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F16, -1, 120, 64, 100, ML::Row, ML::Strided, ML::Col, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, -1, 130, 257, 129, ML::Row, ML::Col, ML::Row, 1.0, 0.0, false, 1);
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what the userspace build, the demo and the tests need, from Debian's and
+# PyPI's registries. Idempotent: packages already present are not touched again.
+#   install-deps.sh          build + demo dependencies
+#   install-deps.sh --test   also the test-only ones (clang/libFuzzer, tmux)
+set -euo pipefail
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+# What each package is for (also in the README's dependency table).
+apt_packages=(
+	build-essential pkg-config        # compilers; pkg-config lookups in Meson
+	libboost-dev libboost-system-dev  # Boost.Asio: neurond's socket and signal loop
+	protobuf-compiler libprotobuf-dev # the control-plane messages
+	libopenblas-dev                   # GEMM behind the simulated Tensor engine
+	libcriterion-dev                  # C/C++ test suites
+	nlohmann-json3-dev                # neuron-ls -j and other JSON output
+	libcli11-dev                      # command-line and config-file parsing
+	libdrm-dev                        # the kmd backend's ioctls (DRM accel driver)
+)
+if [[ $want_test == 1 ]]; then
+	# libFuzzer, sanitizer and OpenMP runtimes for clang; tmux drives the TUI tests
+	apt_packages+=(clang libclang-rt-14-dev libomp-14-dev tmux)
+fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	echo "install-deps: installing Debian packages: ${missing[*]}"
+	SUDO=""
+	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+	$SUDO apt-get update -qq || echo "install-deps: apt-get update reported errors (continuing with the lists it has)"
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+	echo "install-deps: Debian packages already installed"
+fi
+
+# Meson and Ninja: Debian 12's Meson (1.0) is older than the build needs, so use PyPI's.
+need_pip=()
+python3 -c 'import mesonbuild, sys; from mesonbuild import coredata; sys.exit(0 if tuple(map(int, coredata.version.split(".")[:2])) >= (1, 1) else 1)' 2>/dev/null || need_pip+=("meson>=1.1")
+command -v ninja >/dev/null 2>&1 || need_pip+=(ninja)
+if ((${#need_pip[@]})); then
+	echo "install-deps: installing from PyPI: ${need_pip[*]}"
+	python3 -m pip install -q "${need_pip[@]}"
+else
+	echo "install-deps: meson and ninja already installed"
+fi

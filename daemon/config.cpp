@@ -31,6 +31,29 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 	app.add_option("--log-level", c->log_level, "debug, info, warn or error")
 		->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 	app.add_option("--socket-group", c->socket_group, "group that may connect (socket mode 0660)");
+	app.add_option("--admin-group", c->admin_group, "group whose members may make admin calls (besides root)");
+	app.add_option("--inference-cores", c->inference_cores,
+		       "cores per device homed in the inference pool (-1: half); the rest are training's")
+		->check(CLI::Range(-1, 64));
+	app.add_option("--inference-min", c->inference_min, "cores per device the inference pool never lends below");
+	app.add_option("--inference-max", c->inference_max, "most cores per device the inference pool holds (0: all)");
+	app.add_option("--training-min", c->training_min, "cores per device the training pool never lends below");
+	app.add_option("--training-max", c->training_max, "most cores per device the training pool holds (0: all)");
+	app.add_option("--policy", c->policy, "capacity policy: manual, scheduled or auto")
+		->check(CLI::IsMember({"manual", "scheduled", "auto"}));
+	app.add_option("--schedule", c->schedule,
+		       "scheduled policy windows, e.g. 00:00-06:00 or 22:00-06:00/2 (inference cores lent to training)");
+	app.add_option("--auto-reclaim-depth", c->auto_reclaim_depth, "auto policy: reclaim at this inference queue depth");
+	app.add_option("--auto-lend-depth", c->auto_lend_depth, "auto policy: lend at or below this inference queue depth");
+	app.add_option("--auto-reclaim-p99-us", c->auto_reclaim_p99_us, "auto policy: reclaim past this inference p99 (0: off)");
+	app.add_option("--auto-lend-p99-us", c->auto_lend_p99_us, "auto policy: lend only at or below this p99 (0: off)");
+	app.add_option("--auto-hold-ms", c->auto_hold_ms, "auto policy: how long load must stay low before lending");
+	app.add_option("--reclaim-deadline-ms", c->reclaim_deadline_ms, "default deadline of a reclaim")
+		->check(CLI::Range(1u, 60000u));
+	app.add_option("--tile-macs", c->tile_macs, "matmul multiply-adds per tile (preemption granularity)")
+		->check(CLI::Range(uint64_t(1) << 10, uint64_t(1) << 40));
+	app.add_option("--tile-elements", c->tile_elements, "elements per elementwise/reduction tile")
+		->check(CLI::Range(uint64_t(1) << 8, uint64_t(1) << 40));
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {

@@ -17,6 +17,24 @@ struct Config {
 	uint64_t spin_us = 50;
 	std::string log_level = "info";
 	std::string socket_group = "neuron";
+	std::string admin_group = "neuron-admin";
+
+	// Capacity sharing (DESIGN.md section 3). Pool sizes are per device.
+	int inference_cores = -1;     // cores homed in the inference pool; -1: half (rounded down)
+	uint32_t inference_min = 0;   // guaranteed minimum held by each pool (never lent below)
+	uint32_t inference_max = 0;   // maximum held (never borrows above); 0: all cores
+	uint32_t training_min = 0;
+	uint32_t training_max = 0;
+	std::string policy = "manual";           // manual, scheduled, auto
+	std::string schedule;                    // "HH:MM-HH:MM[/cores],..." inference cores lent to training
+	uint64_t auto_reclaim_depth = 4;         // auto: reclaim at this inference queue depth ...
+	uint64_t auto_lend_depth = 0;            // ... lend at or below this depth ...
+	uint64_t auto_reclaim_p99_us = 0;        // ... or reclaim past this p99 (0: ignore) ...
+	uint64_t auto_lend_p99_us = 0;           // ... and lend only at or below this p99 (0: ignore)
+	uint32_t auto_hold_ms = 1000;            // ... for this long (hysteresis)
+	uint32_t reclaim_deadline_ms = 100;      // default reclaim deadline
+	uint64_t tile_macs = 1ull << 25;         // matmul multiply-adds per tile
+	uint64_t tile_elements = 1ull << 19;     // elements per elementwise/reduction tile
 };
 
 // Parses argv; on --help/--version prints and returns *exit_code >= 0; on a bad

@@ -3,6 +3,8 @@
 #include "log.h"
 #include "session.h"
 
+#include <neuron/cmd.h>
+
 #include <grp.h>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -44,8 +46,30 @@ void make_parent_dir(const std::string &path)
 } // namespace
 
 Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config)
-	: io_(io), chips_(chips), path_(config.socket_path), acceptor_(io)
+	: io_(io), chips_(chips), config_(config), events_(io), capacity_(chips, events_, config),
+	  policy_(io, chips, capacity_, events_, policy_from_config(config)), telemetry_timer_(io),
+	  path_(config.socket_path), acceptor_(io)
 {
+	if (auto err = validate_policy(policy_.config()); !err.empty())
+		throw std::runtime_error("bad capacity policy: " + err);
+	if (!config.schedule.empty()) {
+		api::PolicyConfig p = policy_.config();
+		if (auto err = parse_schedule(config.schedule, &p); !err.empty())
+			throw std::runtime_error("bad --schedule: " + err);
+		policy_.set(p);
+	}
+	// Engine threads report through the event bus, which hops onto this thread.
+	chips_.fault_hook = [this](const chip::Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
+		api::Event ev = EventBus::make(code == NEURON_FAULT_RESET ? "core.reset" : "queue.fault", q.device(),
+					       q.kind() == chip::QueueKind::Core ? static_cast<int32_t>(q.core()) : -1,
+					       "queue " + std::to_string(q.id()) + " seq " + std::to_string(seq) + " code " +
+						       std::to_string(code) + ": " + reason);
+		events_.post(std::move(ev));
+	};
+	chips_.reclaim_hook = [this](const chip::ReclaimDone &r) {
+		boost::asio::post(io_, [this, r] { capacity_.on_reclaimed(r); });
+	};
+	roll_telemetry();
 	if (path_.size() >= sizeof(sockaddr_un::sun_path))
 		throw std::runtime_error("socket path " + path_ + " is longer than " +
 					 std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
@@ -94,11 +118,36 @@ void Server::accept()
 	});
 }
 
+std::vector<const Tenant *> Server::tenants() const
+{
+	std::vector<const Tenant *> out;
+	for (const auto &[id, s] : sessions_)
+		if (s->tenant().greeted && !s->tenant().observer)
+			out.push_back(&s->tenant());
+	return out;
+}
+
+void Server::tenant_gone() { capacity_.return_orphaned_loans(); }
+
+void Server::roll_telemetry()
+{
+	// Latency percentiles cover the last one to two seconds (Tenant::latency).
+	for (auto &[id, s] : sessions_)
+		s->roll_latency_window();
+	telemetry_timer_.expires_after(std::chrono::seconds(1));
+	telemetry_timer_.async_wait([this](const boost::system::error_code &ec) {
+		if (!ec && !stopped_)
+			roll_telemetry();
+	});
+}
+
 void Server::stop()
 {
 	if (stopped_)
 		return;
 	stopped_ = true;
+	policy_.stop();
+	telemetry_timer_.cancel();
 	boost::system::error_code ignored;
 	acceptor_.close(ignored);
 	// close() removes the session from the map: iterate over a copy.

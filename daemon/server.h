@@ -2,8 +2,11 @@
 // member is touched only on the io_context thread.
 #pragma once
 
+#include "capacity.h"
 #include "chip_set.h"
 #include "config.h"
+#include "events.h"
+#include "policy.h"
 
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
@@ -15,6 +18,7 @@
 namespace neuron::daemon {
 
 class Session;
+class Tenant;
 
 class Server {
 public:
@@ -24,6 +28,14 @@ public:
 
 	void stop();
 	ChipSet &chips() { return chips_; }
+	EventBus &events() { return events_; }
+	Capacity &capacity() { return capacity_; }
+	Policy &policy() { return policy_; }
+	const Config &config() const { return config_; }
+	// Greeted, non-observer tenants.
+	std::vector<const Tenant *> tenants() const;
+	// A tenant left: its pool may have no work left where it borrowed cores.
+	void tenant_gone();
 	void forget(uint64_t session_id) { sessions_.erase(session_id); }
 	const std::map<uint64_t, std::shared_ptr<Session>> &sessions() const { return sessions_; }
 	const std::string &socket_path() const { return path_; }
@@ -33,6 +45,12 @@ private:
 
 	boost::asio::io_context &io_;
 	ChipSet &chips_;
+	Config config_;
+	EventBus events_;
+	Capacity capacity_;
+	Policy policy_;
+	boost::asio::steady_timer telemetry_timer_;
+	void roll_telemetry();
 	std::string path_;
 	boost::asio::local::stream_protocol::acceptor acceptor_;
 	std::map<uint64_t, std::shared_ptr<Session>> sessions_;

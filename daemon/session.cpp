@@ -1,10 +1,12 @@
 #include "session.h"
 
+#include "admin.h"
 #include "log.h"
 #include "server.h"
 
 #include <neuron/cmd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,7 +16,7 @@ namespace neuron::daemon {
 namespace {
 
 constexpr uint32_t kApiMajor = 1;
-constexpr uint32_t kApiMinor = 0;
+constexpr uint32_t kApiMinor = 1; // 1: capacity sharing (pools, loans, policy, events)
 constexpr size_t kMaxPendingFds = 16;
 
 Peer peer_of(int fd)
@@ -45,6 +47,7 @@ Session::Session(boost::asio::local::stream_protocol::socket socket, Server &ser
 	  tenant_(std::make_unique<Tenant>(id, peer_of(socket_.native_handle()), server.chips()))
 {
 	socket_.non_blocking(true);
+	tenant_->admin = peer_is_admin(tenant_->peer(), server.config().admin_group);
 }
 
 Session::~Session()
@@ -65,10 +68,20 @@ void Session::close(const std::string &reason)
 	if (closed_)
 		return;
 	closed_ = true;
+	if (subscribed_)
+		server_.events().unsubscribe(tenant_->id());
 	boost::system::error_code ignored;
 	socket_.close(ignored);
 	tenant_->release_all();
 	NLOG_INFO("tenant.disconnect", tenant_->log_fields() + " reason=\"" + reason + "\"");
+	if (tenant_->greeted && !tenant_->observer) {
+		api::Event ev = EventBus::make("tenant.exit", 0, -1,
+					       "pid " + std::to_string(tenant_->peer().pid) + " (" + reason + ")");
+		ev.set_tenant_id(tenant_->id());
+		server_.events().publish(ev);
+		// Its cores are free at once; loans to a pool left without work go home.
+		server_.tenant_gone();
+	}
 	server_.forget(tenant_->id()); // may destroy *this: nothing after this line
 }
 
@@ -178,6 +191,7 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 		t.client_name = h.client_name().substr(0, 63);
 		t.kind = h.kind() == api::TENANT_KIND_INFERENCE ? api::TENANT_KIND_INFERENCE : api::TENANT_KIND_TRAINING;
 		t.observer = h.observer();
+		t.weight = h.weight() == 0 ? 1 : std::min<uint32_t>(h.weight(), 1000);
 		auto *r = resp->mutable_hello();
 		r->set_api_major(kApiMajor);
 		r->set_api_minor(kApiMinor);
@@ -187,6 +201,13 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 		r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
 		NLOG_INFO("tenant.hello", t.log_fields() + " name=\"" + t.client_name + "\" kind=" +
 						  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : ""));
+		if (!t.observer) {
+			api::Event ev = EventBus::make("tenant.connect", 0, -1,
+						       std::string(chip::pool_name(t.pool())) + " pid " +
+							       std::to_string(t.peer().pid) + " \"" + t.client_name + "\"");
+			ev.set_tenant_id(t.id());
+			server_.events().publish(ev);
+		}
 		return true;
 	}
 	case api::Request::kPing:
@@ -298,6 +319,13 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 		else
 			resp->mutable_ok();
 		return true;
+	case api::Request::kGetCapacity:
+	case api::Request::kLend:
+	case api::Request::kReclaim:
+	case api::Request::kSetPolicy:
+	case api::Request::kSetPool:
+	case api::Request::kSubscribeEvents:
+		return dispatch_capacity(req, resp);
 	case api::Request::BODY_NOT_SET:
 		break;
 	}

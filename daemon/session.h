@@ -26,6 +26,7 @@ public:
 	// Ends the session: the tenant's queues and memory go back at once.
 	void close(const std::string &reason);
 	const Tenant &tenant() const { return *tenant_; }
+	void roll_latency_window() { tenant_->roll_latency_window(); }
 
 private:
 	void read_more();
@@ -34,6 +35,10 @@ private:
 	bool dispatch(const api::Request &req, api::Response *resp, int *reply_fd);
 	void reply(const api::Response &resp, int fd);
 	void fail(api::Response *resp, api::ErrorCode code, const std::string &message);
+	// The capacity requests (session_capacity.cpp); same contract as dispatch.
+	bool dispatch_capacity(const api::Request &req, api::Response *resp);
+	bool require_admin(const std::string &what, api::Response *resp);
+	void push_event(const api::Event &ev);
 
 	boost::asio::local::stream_protocol::socket socket_;
 	Server &server_;
@@ -41,6 +46,7 @@ private:
 	wire::FrameDecoder decoder_;
 	std::deque<int> fds_;
 	bool closed_ = false;
+	bool subscribed_ = false;
 };
 
 } // namespace neuron::daemon

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -123,7 +124,12 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 					       slots, memory_, directory_);
 	directory_->add(q);
 	queues_[q->id()] = q;
-	(qkind == chip::QueueKind::Dma ? *slot.dma : *slot.cores[core]).add_queue(q);
+	// `core` names a logical core: the scheduler runs it on whichever physical cores
+	// the tenant's pool may use, and moves it between tiles.
+	chip::CoreScheduler &sched = qkind == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
+	auto l = sched.attach(id_, qkind == chip::QueueKind::Dma ? 0 : core, pool(), weight);
+	queue_core_[q->id()] = l;
+	sched.add_queue(*l, q);
 	*out = q;
 	return {};
 }
@@ -136,7 +142,15 @@ std::string Tenant::destroy_queue(uint64_t id)
 	auto q = it->second;
 	q->retire();
 	DeviceSlot &slot = chips_.slot(q->device());
-	(q->kind() == chip::QueueKind::Dma ? *slot.dma : *slot.cores[q->core()]).remove_queue(q.get());
+	chip::CoreScheduler &sched = q->kind() == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
+	if (auto lc = queue_core_.find(id); lc != queue_core_.end()) {
+		sched.remove_queue(*lc->second, q.get());
+		if (lc->second->queue_count() == 0) {
+			window_base_.erase(lc->second.get());
+			window_prev_.erase(lc->second.get());
+		}
+		queue_core_.erase(lc);
+	}
 	directory_->remove(id);
 	queues_.erase(it);
 	return {};
@@ -156,9 +170,69 @@ void Tenant::release_all()
 	memory_->clear();
 }
 
+uint64_t Tenant::queue_depth(uint32_t device) const
+{
+	std::set<const chip::LogicalCore *> seen;
+	uint64_t d = 0;
+	for (const auto &[id, l] : queue_core_)
+		if (l->device() == device && queues_.at(id)->kind() == chip::QueueKind::Core && seen.insert(l.get()).second)
+			d += l->depth();
+	return d;
+}
+
+void Tenant::roll_latency_window()
+{
+	std::set<const chip::LogicalCore *> seen;
+	for (const auto &[id, l] : queue_core_) {
+		if (!seen.insert(l.get()).second)
+			continue;
+		auto now = l->latency.snapshot();
+		auto it = window_base_.find(l.get());
+		window_prev_[l.get()] = it == window_base_.end() ? chip::LatencyHistogram::Counts{} : it->second;
+		window_base_[l.get()] = now;
+	}
+}
+
+void Tenant::latency(uint64_t *p50, uint64_t *p99) const
+{
+	// Commands completed since the roll before last: a window of one to two roll
+	// periods, so the figures follow the load instead of averaging the whole life.
+	chip::LatencyHistogram::Counts sum{};
+	std::set<const chip::LogicalCore *> seen;
+	for (const auto &[id, l] : queue_core_) {
+		if (queues_.at(id)->kind() != chip::QueueKind::Core || !seen.insert(l.get()).second)
+			continue;
+		const auto now = l->latency.snapshot();
+		auto it = window_prev_.find(l.get());
+		for (int i = 0; i < chip::LatencyHistogram::kBuckets; ++i)
+			sum[i] += now[i] - (it == window_prev_.end() ? 0 : it->second[i]);
+	}
+	*p50 = chip::LatencyHistogram::percentile(sum, 0.5);
+	*p99 = chip::LatencyHistogram::percentile(sum, 0.99);
+}
+
 void Tenant::fill_info(api::TenantInfo *info) const
 {
 	info->set_tenant_id(id_);
+	info->set_pool(pool() == chip::Pool::Inference ? api::POOL_INFERENCE : api::POOL_TRAINING);
+	info->set_weight(weight);
+	uint64_t p50 = 0, p99 = 0;
+	latency(&p50, &p99);
+	info->set_latency_p50_ns(p50);
+	info->set_latency_p99_ns(p99);
+	{
+		std::set<const chip::LogicalCore *> seen;
+		uint64_t busy = 0, tiles = 0, depth = 0;
+		for (const auto &[id, l] : queue_core_)
+			if (queues_.at(id)->kind() == chip::QueueKind::Core && seen.insert(l.get()).second) {
+				busy += l->busy_ns.load(std::memory_order_relaxed);
+				tiles += l->tiles.load(std::memory_order_relaxed);
+				depth += l->depth();
+			}
+		info->set_busy_ns(busy);
+		info->set_tiles(tiles);
+		info->set_queue_depth(depth);
+	}
 	info->set_pid(static_cast<uint32_t>(peer_.pid));
 	info->set_uid(peer_.uid);
 	info->set_command(peer_.command);

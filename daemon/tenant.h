@@ -5,6 +5,7 @@
 #include "chip_set.h"
 
 #include <neuron.pb.h>
+#include <logical_core.h>
 #include <queue.h>
 #include <tenant_memory.h>
 
@@ -34,8 +35,19 @@ public:
 	// Set by Hello.
 	std::string client_name;
 	api::TenantKind kind = api::TENANT_KIND_TRAINING;
+	uint32_t weight = 1;
 	bool observer = false;
 	bool greeted = false;
+	// Admin calls are allowed (root or the admin group, from SO_PEERCRED at connect).
+	bool admin = false;
+
+	chip::Pool pool() const { return kind == api::TENANT_KIND_INFERENCE ? chip::Pool::Inference : chip::Pool::Training; }
+	// Commands published and not completed, over its core queues on `device`.
+	uint64_t queue_depth(uint32_t device) const;
+	// Recent command latency percentiles over all its logical cores (control thread:
+	// rolls the window used for them).
+	void latency(uint64_t *p50, uint64_t *p99) const;
+	void roll_latency_window();
 
 	// Control-plane operations; each returns an empty string or the error text.
 	std::string alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address, api::ErrorCode *code);
@@ -59,6 +71,12 @@ private:
 	std::shared_ptr<chip::TenantMemory> memory_ = std::make_shared<chip::TenantMemory>();
 	std::shared_ptr<chip::QueueDirectory> directory_ = std::make_shared<chip::QueueDirectory>();
 	std::map<uint64_t, std::shared_ptr<chip::Queue>> queues_;
+	// The logical core each queue belongs to (core queues: its device's NeuronCore
+	// scheduler; DMA queues: the device's DMA scheduler).
+	std::map<uint64_t, std::shared_ptr<chip::LogicalCore>> queue_core_;
+	// Latency window: cumulative histograms at the last roll, per logical core.
+	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_base_;
+	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_prev_;
 	uint32_t next_host_handle_ = 1;
 };
 

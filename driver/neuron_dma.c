@@ -66,12 +66,12 @@ void neuron_dma_work(struct work_struct *work)
 	int ret;
 
 	for (;;) {
-		spin_lock(&q->fence_lock);
+		spin_lock(&q->dma_lock);
 		job = list_first_entry_or_null(&q->dma_jobs, struct neuron_job,
 					       dma_link);
 		if (job)
 			list_del(&job->dma_link);
-		spin_unlock(&q->fence_lock);
+		spin_unlock(&q->dma_lock);
 		if (!job)
 			break;
 
@@ -93,9 +93,9 @@ struct dma_fence *neuron_dma_run(struct neuron_job *job)
 
 	neuron_job_start_fence(job);
 	fence = dma_fence_get(job->hw_fence);
-	spin_lock(&q->fence_lock);
+	spin_lock(&q->dma_lock);
 	list_add_tail(&job->dma_link, &q->dma_jobs);
-	spin_unlock(&q->fence_lock);
+	spin_unlock(&q->dma_lock);
 	queue_work(q->ndev->dma_wq, &q->dma_work);
 	return fence;
 }

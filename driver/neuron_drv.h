@@ -86,8 +86,9 @@ struct neuron_hbm {
  * @name: scheduler name
  * @sched: the DRM scheduler of this queue
  * @fence_context: fence context of the hardware fences
- * @seqno: last hardware fence seqno, protected by @fence_lock
- * @fence_lock: lock of the hardware fences; also protects @dma_jobs
+ * @seqno: last hardware fence seqno (run_job calls of a queue are serialised)
+ * @fence_lock: lock of the hardware fences (taken irq-safe by dma_fence)
+ * @dma_lock: protects @dma_jobs
  * @dma_jobs: DMA jobs handed to @dma_work, in order
  * @dma_work: runs DMA jobs one after the other
  * @submit_seq: last job sequence number handed out
@@ -106,6 +107,7 @@ struct neuron_queue {
 	u64 fence_context;
 	u64 seqno;
 	spinlock_t fence_lock;	/* see @fence_lock above */
+	spinlock_t dma_lock;	/* see @dma_lock above */
 	struct list_head dma_jobs;
 	struct work_struct dma_work;
 	atomic64_t submit_seq;
@@ -337,6 +339,7 @@ struct dma_fence *neuron_dma_run(struct neuron_job *job);
 /* neuron_engine.c */
 struct dma_fence *neuron_engine_run(struct neuron_job *job);
 bool neuron_engine_timeout(struct neuron_job *job);
+void neuron_engine_forget(struct neuron_job *job);
 void neuron_engine_file_close(struct neuron_file *nfile);
 void neuron_payload_put(struct neuron_payload *payload);
 int neuron_ioctl_engine_attach(struct drm_device *drm, void *data,

@@ -86,6 +86,17 @@ bool neuron_engine_timeout(struct neuron_job *job)
 	return guilty;
 }
 
+/* Take a job the scheduler is about to free off the engine lists. */
+void neuron_engine_forget(struct neuron_job *job)
+{
+	struct neuron_device *ndev = job->queue->ndev;
+
+	spin_lock(&ndev->engine_lock);
+	if (WARN_ON_ONCE(job->on_engine))
+		neuron_engine_signal_locked(job, -ECANCELED);
+	spin_unlock(&ndev->engine_lock);
+}
+
 static void neuron_engine_detach_locked(struct neuron_device *ndev)
 {
 	struct neuron_job *job, *tmp;

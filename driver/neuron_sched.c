@@ -145,29 +145,45 @@ static struct dma_fence *neuron_sched_run_job(struct drm_sched_job *sched_job)
 
 /*
  * Only core queues have a timeout (DMA jobs run in the kernel and always
- * finish). The guilty job's fence is signalled with -ETIMEDOUT first, so
- * drm_sched_stop() sees a finished job and hands it back for freeing; jobs
- * of other files queued on the core then run as usual.
+ * finish). The scheduler's work is paused first, so that no other job starts
+ * on the core while this one is being dealt with.
+ *
+ * Guilty (still on the engine): its fence is signalled with -ETIMEDOUT, so
+ * drm_sched_stop() finds a finished job and hands it back for freeing; the
+ * core is "reset", the file banned, and queued jobs of other files run next.
+ *
+ * Spurious (the engine completed it just now): the scheduler took the job off
+ * its pending list to call us; put it back so that it is freed normally and
+ * no innocent job is cancelled by drm_sched_stop(). Kernels from 6.17 do
+ * this themselves for DRM_GPU_SCHED_STAT_NO_HANG.
  */
 static enum drm_gpu_sched_stat
 neuron_sched_timedout_job(struct drm_sched_job *sched_job)
 {
 	struct neuron_job *job = to_neuron_job(sched_job);
 	struct neuron_queue *q = job->queue;
+	struct drm_gpu_scheduler *sched = &q->sched;
 	struct neuron_device *ndev = q->ndev;
 
-	if (neuron_engine_timeout(job)) {
-		atomic64_inc(&q->resets);
-		atomic64_inc(&ndev->reset_count);
-		atomic64_inc(&job->nfile->guilty_jobs);
-		atomic_set(&job->nfile->banned, 1);
-		drm_warn(&ndev->drm,
-			 "core %u: job %llu of client %llu overran %u ms: core reset, client banned\n",
-			 q->index, job->seq, job->nfile->client_id,
-			 ndev->desc.job_timeout_ms);
+	drm_sched_wqueue_stop(sched);
+	if (!neuron_engine_timeout(job)) {
+		spin_lock(&sched->job_list_lock);
+		list_add(&sched_job->list, &sched->pending_list);
+		spin_unlock(&sched->job_list_lock);
+		drm_sched_wqueue_start(sched);
+		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
-	drm_sched_stop(&q->sched, sched_job);
-	neuron_sched_start(&q->sched);
+
+	atomic64_inc(&q->resets);
+	atomic64_inc(&ndev->reset_count);
+	atomic64_inc(&job->nfile->guilty_jobs);
+	atomic_set(&job->nfile->banned, 1);
+	drm_warn(&ndev->drm,
+		 "core %u: job %llu of client %llu overran %u ms: core reset, client banned\n",
+		 q->index, job->seq, job->nfile->client_id,
+		 ndev->desc.job_timeout_ms);
+	drm_sched_stop(sched, sched_job);
+	neuron_sched_start(sched);
 	return NEURON_SCHED_STAT_RESET;
 }
 
@@ -175,6 +191,9 @@ static void neuron_sched_free_job(struct drm_sched_job *sched_job)
 {
 	struct neuron_job *job = to_neuron_job(sched_job);
 
+	/* Never expected: a job freed while the engine still holds it. */
+	if (job->queue->type == DRM_NEURON_QUEUE_CORE)
+		neuron_engine_forget(job);
 	drm_sched_job_cleanup(sched_job);
 	neuron_job_free(job);
 }
@@ -196,6 +215,7 @@ int neuron_queue_init(struct neuron_device *ndev, struct neuron_queue *q,
 	q->slot = slot;
 	snprintf(q->name, sizeof(q->name), "%s%u", core ? "core" : "dma", index);
 	spin_lock_init(&q->fence_lock);
+	spin_lock_init(&q->dma_lock);
 	INIT_LIST_HEAD(&q->dma_jobs);
 	INIT_WORK(&q->dma_work, neuron_dma_work);
 	q->fence_context = dma_fence_context_alloc(1);

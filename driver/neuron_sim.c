@@ -16,7 +16,7 @@
 #include "neuron_drv.h"
 
 #define NEURON_SIM_MAX_DEVICES	8
-#define NEURON_SIM_MAX_HBM_MIB	(1UL << 24)
+#define NEURON_SIM_MAX_HBM_MIB	BIT(24)
 
 static unsigned int devices = 1;
 module_param(devices, uint, 0444);

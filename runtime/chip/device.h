@@ -22,9 +22,14 @@ namespace neuron::chip {
 // stray host pointer or small integer is never mistaken for one.
 inline constexpr uint64_t kDeviceAddressBase = 1ull << 44;
 
+// Written by the core's engine thread, read by telemetry (relaxed).
 struct CoreCounters {
 	std::atomic<uint64_t> busy_ns{0};
 	std::atomic<uint64_t> commands{0};
+	std::atomic<uint64_t> tiles{0};
+	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far (the preemption bound)
+	std::atomic<uint64_t> last_tenant{0};  // tenant of the latest tile (0: none yet)
+	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
 };
 
 class Device {

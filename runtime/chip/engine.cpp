@@ -6,7 +6,7 @@
 
 #include <neuron/detail/futex.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <shared_mutex>
 
@@ -14,9 +14,18 @@ namespace neuron::chip {
 
 using detail::atomic_u32;
 using detail::atomic_u64;
+using detail::monotonic_ns;
 
-Engine::Engine(Device &device, int core, EngineOptions options)
-	: device_(device), core_(core), options_(options),
+namespace {
+
+// A logical core that was idle does not get to bank credit: it rejoins at most this
+// far (virtual ns) behind its class's clock.
+constexpr uint64_t kMaxLag = 4'000'000ull * 1024;
+
+} // namespace
+
+Engine::Engine(Device &device, int core, CoreScheduler &sched, uint32_t sched_core, EngineOptions options)
+	: device_(device), core_(core), sched_(sched), sched_core_(sched_core), options_(std::move(options)),
 	  counters_(core < 0 ? device.dma_counters() : device.core_counters(static_cast<uint32_t>(core)))
 {
 	thread_ = std::thread([this] { run(); });
@@ -29,115 +38,81 @@ std::string Engine::name() const
 	return "nd" + std::to_string(device_.index()) + (core_ < 0 ? "/dma" : "/nc" + std::to_string(core_));
 }
 
-void Engine::wake()
-{
-	atomic_u32(wake_word_).fetch_add(1, std::memory_order_seq_cst);
-	detail::futex_wake_all(&wake_word_);
-}
-
-void Engine::add_queue(std::shared_ptr<Queue> q)
-{
-	{
-		std::lock_guard lock(queues_mutex_);
-		queues_.push_back(std::move(q));
-		generation_.fetch_add(1, std::memory_order_release);
-	}
-	wake();
-}
-
-void Engine::remove_queue(const Queue *q)
-{
-	{
-		std::lock_guard lock(queues_mutex_);
-		std::erase_if(queues_, [q](const auto &p) { return p.get() == q; });
-		generation_.fetch_add(1, std::memory_order_release);
-	}
-	wake();
-}
-
 void Engine::stop()
 {
 	if (stop_.exchange(true))
 		return;
-	wake();
+	sched_.wake(sched_core_);
 	if (thread_.joinable())
 		thread_.join();
 }
 
-bool Engine::refresh_snapshot()
+void Engine::refresh()
 {
-	const uint64_t g = generation_.load(std::memory_order_acquire);
-	if (g == snapshot_generation_)
-		return false;
-	std::lock_guard lock(queues_mutex_);
-	snapshot_ = queues_;
-	snapshot_generation_ = generation_.load(std::memory_order_relaxed);
-	return true;
+	sched_.eligible(sched_core_, &eligible_, &generation_);
+	watched_.clear();
+	for (const auto &l : eligible_)
+		for (auto &q : l->queues_snapshot())
+			watched_.push_back(std::move(q));
 }
 
 void Engine::run()
 {
-	uint64_t last_work = detail::monotonic_ns();
+	uint64_t last_work = monotonic_ns();
 	while (!stop_.load(std::memory_order_acquire)) {
-		refresh_snapshot();
-		bool progress = false;
-		// One command per queue per pass: queues on a core share it round-robin.
-		for (const auto &q : snapshot_)
-			progress |= service(*q);
-		if (progress) {
-			last_work = detail::monotonic_ns();
+		if (sched_.generation() != generation_)
+			refresh();
+		// Between tiles, with the new eligible set in hand: a pending reclaim is done,
+		// the borrower gets nothing more here.
+		if (sched_.reclaim_pending(sched_core_)) {
+			refresh();
+			sched_.complete_reclaim(sched_core_);
+		}
+		if (run_one()) {
+			last_work = monotonic_ns();
 			continue;
 		}
-		if (detail::monotonic_ns() - last_work < options_.spin_ns) {
+		if (monotonic_ns() - last_work < options_.spin_ns) {
 			for (int i = 0; i < 32; ++i)
 				detail::cpu_relax();
 			continue;
 		}
+		// Not reset after waking: an engine woken for work a sibling already took
+		// goes straight back to sleep instead of spinning beside it.
 		sleep_until_doorbell();
-		last_work = detail::monotonic_ns();
 	}
-	// Drop the snapshot's references on this thread so queues die promptly.
-	snapshot_.clear();
+	eligible_.clear();
+	watched_.clear();
 }
 
-void Engine::sleep_until_doorbell()
+bool Engine::run_one()
 {
-	// At most 127 rings plus the wake word; with more queues than that the engine
-	// sleeps in 1 ms slices instead (still correct, only slower to react).
-	constexpr unsigned kMax = 128;
-	struct futex_waitv waiters[kMax];
-	unsigned n = 0;
-	const uint32_t wake_seen = atomic_u32(wake_word_).load(std::memory_order_seq_cst);
-	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(&wake_word_), FUTEX_32 | FUTEX_PRIVATE_FLAG, 0};
-	bool pending = false;
-	for (const auto &q : snapshot_) {
-		if (n == kMax)
-			break;
-		neuron_ring_header *h = q->header();
-		atomic_u32(h->engine_sleeping).store(1, std::memory_order_seq_cst);
-		const uint32_t bell = atomic_u32(h->doorbell).load(std::memory_order_seq_cst);
-		// Re-check after announcing sleep: a tenant that published before it
-		// could see the flag has its command seen here.
-		if (!q->faulted() && !q->retired() &&
-		    atomic_u64(h->tail).load(std::memory_order_seq_cst) != q->completed())
-			pending = true;
-		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(&h->doorbell), FUTEX_32, 0};
+	candidates_.clear();
+	for (const auto &l : eligible_)
+		if (l->claimed_by() < 0 && l->runnable())
+			candidates_.push_back(l.get());
+	if (candidates_.empty())
+		return false;
+	const bool pooled = sched_.pooled();
+	auto key = [&](LogicalCore *l) {
+		const uint64_t clock = sched_.class_clock(l->pool()).load(std::memory_order_relaxed);
+		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > kMaxLag ? clock - kMaxLag : 0);
+		return std::pair<int, uint64_t>(pooled ? static_cast<int>(l->pool()) : 0, v);
+	};
+	if (candidates_.size() > 1)
+		std::sort(candidates_.begin(), candidates_.end(), [&](LogicalCore *a, LogicalCore *b) { return key(a) < key(b); });
+	for (LogicalCore *l : candidates_) {
+		if (!l->try_claim(static_cast<int>(sched_core_)))
+			continue;
+		const uint64_t v = key(l).second;
+		if (l->vtime.load(std::memory_order_relaxed) < v)
+			l->vtime.store(v, std::memory_order_relaxed);
+		const Step s = step(*l);
+		l->release();
+		if (s == Step::Progress)
+			return true;
 	}
-	if (!pending && generation_.load(std::memory_order_acquire) == snapshot_generation_ &&
-	    !stop_.load(std::memory_order_acquire)) {
-		struct timespec deadline;
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		const bool sliced = snapshot_.size() + 1 > kMax;
-		deadline.tv_nsec += sliced ? 1000000 : 0;
-		deadline.tv_sec += sliced ? 0 : 1; // periodic wake keeps a lost wake-up cheap
-		if (deadline.tv_nsec >= 1000000000) {
-			deadline.tv_sec += 1;
-			deadline.tv_nsec -= 1000000000;
-		}
-		detail::futex_wait_any(waiters, n, &deadline);
-	}
-	for (const auto &q : snapshot_)
-		atomic_u32(q->header()->engine_sleeping).store(0, std::memory_order_relaxed);
+	return false;
 }
 
 void Engine::fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason)
@@ -147,72 +122,194 @@ void Engine::fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, con
 		options_.on_fault(q, code, seq, reason);
 }
 
-bool Engine::service(Queue &q)
+Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> &qp)
 {
+	Queue &q = *qp;
 	if (q.faulted() || q.retired())
-		return false;
+		return Step::Idle;
 	neuron_ring_header *h = q.header();
 	const uint64_t tail = atomic_u64(h->tail).load(std::memory_order_acquire);
 	const uint64_t seq = q.next_seq();
 	if (tail < seq)
-		return false;
+		return Step::Idle;
 	if (tail - (seq - 1) > q.slot_count()) {
 		// The tenant published more commands than the ring holds: a broken or
 		// hostile client. Fault its queue; nothing else is affected.
 		fault(q, NEURON_FAULT_RING, seq, 0,
-			"ring protocol violated: tail " + std::to_string(tail) + " is more than " +
-				std::to_string(q.slot_count()) + " slots ahead of completed " +
-				std::to_string(seq - 1));
-		return true;
+		      "ring protocol violated: tail " + std::to_string(tail) + " is more than " +
+			      std::to_string(q.slot_count()) + " slots ahead of completed " + std::to_string(seq - 1));
+		return Step::Progress;
 	}
 	// Private copy first: the tenant can still write the shared slot.
-	neuron_cmd cmd;
-	std::memcpy(&cmd, q.slot(seq), sizeof(cmd));
+	LogicalCore::InFlight &f = l.inflight;
+	std::memcpy(&f.cmd, q.slot(seq), sizeof(f.cmd));
+	const neuron_cmd &cmd = f.cmd;
 
 	if (cmd.wait.queue_id != 0) {
 		std::shared_ptr<Queue> other = q.peers().find(cmd.wait.queue_id);
 		if (!other || (other.get() == &q && cmd.wait.value >= seq)) {
 			fault(q, NEURON_FAULT_BAD_WAIT, seq, cmd.user_tag,
-				"command waits on queue " + std::to_string(cmd.wait.queue_id) +
-					(other ? " for a value it can never reach" : ", which this tenant does not own"));
-			return true;
+			      "command waits on queue " + std::to_string(cmd.wait.queue_id) +
+				      (other ? " for a value it can never reach" : ", which this tenant does not own"));
+			return Step::Progress;
 		}
 		if (other->completed() < cmd.wait.value) {
 			if (other->faulted() || other->retired()) {
 				fault(q, NEURON_FAULT_BAD_WAIT, seq, cmd.user_tag,
-					"command waits on queue " + std::to_string(cmd.wait.queue_id) +
-						", which faulted or was destroyed before reaching " +
-						std::to_string(cmd.wait.value));
-				return true;
+				      "command waits on queue " + std::to_string(cmd.wait.queue_id) +
+					      ", which faulted or was destroyed before reaching " +
+					      std::to_string(cmd.wait.value));
+				return Step::Progress;
 			}
-			return false; // not ready: try the other queues
+			return Step::Idle; // not ready: try the other queues
 		}
 	}
-
-	if (auto f = kernels::check_semantics(cmd)) {
-		fault(q, f->code, seq, cmd.user_tag, f->message);
-		return true;
+	if (auto flt = kernels::check_semantics(cmd)) {
+		fault(q, flt->code, seq, cmd.user_tag, flt->message);
+		return Step::Progress;
 	}
-
-	const uint64_t start = detail::monotonic_ns();
 	{
+		// Validation before execution: the whole command, before its first tile.
 		std::shared_lock lock(q.memory().mutex);
 		if (q.retired())
-			return false;
+			return Step::Idle;
 		OperandViews views{};
-		if (auto f = resolve_operands(cmd, q.kind(), device_, q.memory(), views)) {
-			fault(q, f->code, seq, cmd.user_tag, f->message);
-			return true;
-		}
-		if (auto f = kernels::execute(cmd, std::span(views.data(), cmd.num_operands), options_.threads)) {
-			fault(q, f->code, seq, cmd.user_tag, f->message);
-			return true;
+		if (auto flt = resolve_operands(cmd, q.kind(), device_, q.memory(), views)) {
+			fault(q, flt->code, seq, cmd.user_tag, flt->message);
+			return Step::Progress;
 		}
 	}
-	counters_.busy_ns.fetch_add(detail::monotonic_ns() - start, std::memory_order_relaxed);
+	f.queue = qp;
+	f.seq = seq;
+	f.next_tile = 0;
+	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget) : TilePlan{};
+	l.active.store(true, std::memory_order_release);
+	return Step::Progress;
+}
+
+void Engine::finish_command(LogicalCore &l)
+{
+	l.inflight.queue.reset();
+	l.active.store(false, std::memory_order_release);
+}
+
+Engine::Step Engine::step(LogicalCore &l)
+{
+	if (!l.active.load(std::memory_order_relaxed)) {
+		auto queues = l.queues_snapshot();
+		const size_t n = queues.size();
+		bool started = false;
+		for (size_t i = 0; i < n && !started; ++i) {
+			const size_t k = (l.rr + i) % n;
+			if (start_command(l, queues[k]) == Step::Progress) {
+				l.rr = (k + 1) % n;
+				if (!l.active.load(std::memory_order_relaxed))
+					return Step::Progress; // a fault: progress of a kind
+				started = true;
+			}
+		}
+		if (!started)
+			return Step::Idle;
+	}
+	LogicalCore::InFlight &f = l.inflight;
+	Queue &q = *f.queue;
+	const uint64_t start = monotonic_ns();
+	{
+		std::shared_lock lock(q.memory().mutex);
+		if (q.retired()) {
+			finish_command(l);
+			return Step::Progress;
+		}
+		// Again per tile: the memory lock was dropped since the last one, and the
+		// tenant may have freed an operand in between.
+		OperandViews views{};
+		if (auto flt = resolve_operands(f.cmd, q.kind(), device_, q.memory(), views)) {
+			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
+			finish_command(l);
+			return Step::Progress;
+		}
+		neuron_cmd tile = f.cmd;
+		if (f.plan.tiles > 1)
+			narrow_to_tile(f.plan, f.next_tile, tile, views);
+		if (auto flt = kernels::execute(tile, std::span(views.data(), tile.num_operands), options_.threads)) {
+			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
+			finish_command(l);
+			return Step::Progress;
+		}
+	}
+	const uint64_t end = monotonic_ns();
+	const uint64_t dt = end - start;
+	counters_.busy_ns.fetch_add(dt, std::memory_order_relaxed);
+	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
+	if (dt > counters_.max_tile_ns.load(std::memory_order_relaxed))
+		counters_.max_tile_ns.store(dt, std::memory_order_relaxed);
+	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
+	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);
+	l.busy_ns.fetch_add(dt, std::memory_order_relaxed);
+	l.tiles.fetch_add(1, std::memory_order_relaxed);
+	const uint64_t v = l.vtime.load(std::memory_order_relaxed) + dt * 1024 / l.weight();
+	l.vtime.store(v, std::memory_order_relaxed);
+	auto &clock = sched_.class_clock(l.pool());
+	uint64_t c = clock.load(std::memory_order_relaxed);
+	while (c < v && !clock.compare_exchange_weak(c, v, std::memory_order_relaxed)) {
+	}
+	if (++f.next_tile < f.plan.tiles)
+		return Step::Progress;
 	counters_.commands.fetch_add(1, std::memory_order_relaxed);
+	l.commands.fetch_add(1, std::memory_order_relaxed);
+	const uint64_t since = l.pending_since_ns.load(std::memory_order_relaxed);
+	l.latency.record(since && since < end ? end - since : dt);
 	q.complete_one();
-	return true;
+	finish_command(l);
+	// The next command of this logical core (if any) starts its clock now.
+	l.pending_since_ns.store(0, std::memory_order_relaxed);
+	return Step::Progress;
+}
+
+void Engine::sleep_until_doorbell()
+{
+	// At most 127 rings plus the wake word; with more queues than that the engine
+	// sleeps in 1 ms slices instead (still correct, only slower to react).
+	constexpr unsigned kMax = 128;
+	struct futex_waitv waiters[kMax];
+	unsigned n = 0;
+	uint32_t *wake_word = sched_.wake_word(sched_core_);
+	const uint32_t wake_seen = atomic_u32(*wake_word).load(std::memory_order_seq_cst);
+	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(wake_word), FUTEX_32 | FUTEX_PRIVATE_FLAG, 0};
+	unsigned announced = 0;
+	for (const auto &q : watched_) {
+		if (n == kMax)
+			break;
+		neuron_ring_header *h = q->header();
+		// A count, not a flag: several engines may sleep on one ring.
+		atomic_u32(h->engine_sleeping).fetch_add(1, std::memory_order_seq_cst);
+		++announced;
+		const uint32_t bell = atomic_u32(h->doorbell).load(std::memory_order_seq_cst);
+		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(&h->doorbell), FUTEX_32, 0};
+	}
+	// Re-check after announcing sleep: a tenant that published before it could see
+	// the announcement has its command seen here.
+	bool pending = false;
+	for (const auto &l : eligible_)
+		if (l->claimed_by() < 0 && l->runnable()) {
+			pending = true;
+			break;
+		}
+	if (!pending && sched_.generation() == generation_ && !sched_.reclaim_pending(sched_core_) &&
+	    !stop_.load(std::memory_order_acquire)) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		const bool sliced = watched_.size() + 1 > kMax;
+		deadline.tv_nsec += sliced ? 1000000 : 0;
+		deadline.tv_sec += sliced ? 0 : 1; // periodic wake keeps a lost wake-up cheap
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec += 1;
+			deadline.tv_nsec -= 1000000000;
+		}
+		detail::futex_wait_any(waiters, n, &deadline);
+	}
+	for (unsigned i = 0; i < announced; ++i)
+		atomic_u32(watched_[i]->header()->engine_sleeping).fetch_sub(1, std::memory_order_relaxed);
 }
 
 } // namespace neuron::chip

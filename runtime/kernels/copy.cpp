@@ -124,6 +124,7 @@ Result run_fill(const neuron_cmd &cmd, const View &out, int max_threads)
 	std::byte *ptrs[1] = {out.data};
 	const auto it = make_iter<1>(out.ndim, out.sizes, strides, esz, ptrs);
 	const int nt = threads_for(it.numel, kCopyGrain, max_threads);
+	// Tiling hook: a bounded tile is a sub-range [b, e) of it.numel.
 	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
 		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
 			if (zero && s[0] == static_cast<int64_t>(es)) {

@@ -67,24 +67,29 @@ Fault exec_fault(std::string message) { return Fault{NEURON_FAULT_EXEC, std::mov
 
 namespace {
 
+// Cheap (no allocation unless it fails): runs before every command.
 std::optional<Fault> check_view(const neuron_tensor_desc &d, const View &v, int k)
 {
-	const std::string who = "operand " + std::to_string(k);
-	if (v.dtype != d.dtype || v.ndim != d.ndim ||
+	const char *problem = nullptr;
+	if (v.dtype != d.dtype || v.ndim != d.ndim || v.ndim > NEURON_MAX_DIMS ||
 	    std::memcmp(v.sizes, d.sizes, sizeof(int64_t) * static_cast<size_t>(v.ndim)) != 0 ||
-	    std::memcmp(v.strides, d.strides, sizeof(int64_t) * static_cast<size_t>(v.ndim)) != 0)
-		return detail::exec_fault(who + ": resolved view does not match its descriptor");
-	bool empty = false;
-	for (int i = 0; i < v.ndim; ++i)
-		empty = empty || v.sizes[i] == 0;
-	if (empty)
+	    std::memcmp(v.strides, d.strides, sizeof(int64_t) * static_cast<size_t>(v.ndim)) != 0) {
+		problem = ": resolved view does not match its descriptor";
+	} else {
+		bool empty = false;
+		for (int i = 0; i < v.ndim; ++i)
+			empty = empty || v.sizes[i] == 0;
+		if (empty)
+			return std::nullopt;
+		if (v.data == nullptr)
+			problem = ": resolved to a null pointer";
+		else if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) != 0)
+			// Kernels access elements through typed pointers on their fast paths.
+			problem = ": host pointer not aligned to its element size";
+	}
+	if (!problem)
 		return std::nullopt;
-	if (v.data == nullptr)
-		return detail::exec_fault(who + ": resolved to a null pointer");
-	// Kernels access elements through typed pointers on their fast paths.
-	if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) != 0)
-		return detail::exec_fault(who + ": host pointer not aligned to its element size");
-	return std::nullopt;
+	return detail::exec_fault("operand " + std::to_string(k) + problem);
 }
 
 } // namespace

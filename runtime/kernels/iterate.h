@@ -45,9 +45,8 @@ NdIter<N> make_iter(int ndim, const int64_t *shape, const int64_t *const strides
 		it.ndim = 0;
 		return it;
 	}
-	// Order by the output's stride, innermost first (stable: ties keep the input
-	// order reversed so a row-major tensor stays row-major).
-	// (Insertion sort: at most 8 dims, and std::stable_sort may allocate.)
+	// Order by the output's stride, innermost first; ties keep the logical order
+	// reversed. (Insertion sort: at most 8 dims, and std::stable_sort may allocate.)
 	std::reverse(dims, dims + n);
 	for (int i = 1; i < n; ++i)
 		for (int j = i; j > 0 && strides[0][dims[j]] < strides[0][dims[j - 1]]; --j)

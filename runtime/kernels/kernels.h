@@ -4,6 +4,13 @@
 // The chip calls check_semantics() on its private copy of a command, resolves
 // the operands to host pointers (bounds and overlap checks are its job, since
 // they depend on what the tenant owns), then calls execute().
+//
+// Bounded tiles (not implemented yet): every kernel already cuts its work into
+// independent pieces — elementwise/copy/fill: ranges of output elements;
+// reductions: ranges of outputs; softmax: ranges of rows; matmul: (batch, block
+// of output rows or columns). A later execute_tile(cmd, views, tile, max_threads)
+// would run one piece so a core can switch tenants between pieces; the places are
+// marked "Tiling hook" in the sources.
 #pragma once
 
 #include "fault.h"

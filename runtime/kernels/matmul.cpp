@@ -184,7 +184,8 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 			   es};
 	};
 
-	// Cut the work into tiles: whole batches when there are enough of them, else
+	// Tiling hook (see the top of this file): cut the work into tiles: whole
+	// batches when there are enough of them, else
 	// ranges of the longer of the output's rows and columns.
 	const double macs = static_cast<double>(nb) * static_cast<double>(M) * static_cast<double>(N) *
 			    static_cast<double>(std::max<int64_t>(K, 1));

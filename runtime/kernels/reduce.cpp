@@ -21,6 +21,7 @@
 #include "iterate.h"
 #include "ops.h"
 #include "parallel.h"
+#include "vmath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -164,8 +165,8 @@ template <class A, class S, bool Max> struct Rules {
 	}
 
 	// The hot case, contiguous f32: `omp simd` allows the compiler to keep several
-	// partial sums (reassociation) so the loop vectorises. Max and "saw a NaN" are
-	// two independent reductions for the same reason.
+	// partial sums (reassociation) so the loop vectorises; max_f32 (vmath.h) does
+	// the same for a NaN-propagating max.
 	static double run_f32(const float *x, int64_t n)
 	{
 		if constexpr (!Max) {
@@ -175,33 +176,9 @@ template <class A, class S, bool Max> struct Rules {
 				s += static_cast<double>(x[i]);
 			return s;
 		} else {
-			// 8 independent lanes (a NaN-ignoring max plus a NaN flag each); compilers
-			// turn the fixed-width inner loops into vector compares and blends.
-			constexpr int W = 8;
-			float m[W];
-			int nan[W];
-			for (int j = 0; j < W; ++j) {
-				m[j] = -std::numeric_limits<float>::infinity();
-				nan[j] = 0;
-			}
-			int64_t i = 0;
-			for (; i + W <= n; i += W)
-				for (int j = 0; j < W; ++j) {
-					const float v = x[i + j];
-					m[j] = v > m[j] ? v : m[j];
-					nan[j] |= v != v;
-				}
-			for (; i < n; ++i) {
-				m[0] = x[i] > m[0] ? x[i] : m[0];
-				nan[0] |= x[i] != x[i];
-			}
-			float r = m[0];
-			int any = nan[0];
-			for (int j = 1; j < W; ++j) {
-				r = m[j] > r ? m[j] : r;
-				any |= nan[j];
-			}
-			return any ? std::numeric_limits<double>::quiet_NaN() : r;
+			bool nan;
+			const float m = max_f32(x, n, &nan);
+			return nan ? std::numeric_limits<double>::quiet_NaN() : m;
 		}
 	}
 
@@ -284,6 +261,8 @@ Result reduce_typed(const Plan &p, bool mean, int max_threads)
 		store_block<A>(p.out + out_offset(p, o), p.kout[0], acc, len, p.out_dt);
 	};
 	const int nt = threads_for(p.nout * std::max<int64_t>(p.nred, 1), kElementwiseGrain, max_threads);
+	// Tiling hook: a bounded tile of a reduction is a range of outputs (each
+	// computed completely), i.e. reduce_range(p, o0, o1, 0, p.nred, store).
 	if (nt <= 1 || p.nout >= nt) {
 		parallel_ranges(p.nout, std::min<int64_t>(nt, p.nout), [&](int64_t b, int64_t e, int) {
 			reduce_range<A, S, Max>(p, b, e, 0, p.nred, store);

@@ -23,12 +23,8 @@ namespace {
 // simple loop the compiler vectorises (exp_f32 instead of libm's scalar expf).
 NK_HOT void softmax_row(float *y, const float *x, int64_t n)
 {
-	float m = -std::numeric_limits<float>::infinity();
-	int nan = 0;
-	for (int64_t i = 0; i < n; ++i) {
-		m = x[i] > m ? x[i] : m;
-		nan |= x[i] != x[i];
-	}
+	bool nan;
+	float m = max_f32(x, n, &nan);
 	if (nan)
 		m = std::numeric_limits<float>::quiet_NaN();
 	for (int64_t i = 0; i < n; ++i)

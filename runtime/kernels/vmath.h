@@ -23,7 +23,8 @@ inline float exp_f32(float x)
 {
 	const float hi = 88.7228394f, lo = -103.972084f; // exp(hi) ~ FLT_MAX, exp(lo) < min subnormal / 2
 	const bool is_nan = x != x;
-	float xc = x > hi ? hi : x;
+	float xc = is_nan ? 0.0f : x; // keeps the int conversion below defined
+	xc = xc > hi ? hi : xc;
 	xc = xc < lo ? lo : xc;
 	// n = round(x / ln2), by the 1.5 * 2^23 trick (no SSE4.1 round needed).
 	const float shifter = 12582912.0f;
@@ -46,6 +47,39 @@ inline float exp_f32(float x)
 	y = x > hi ? __builtin_inff() : y;
 	y = x < lo ? 0.0f : y;
 	return is_nan ? x : y;
+}
+
+// max of n floats and whether any is NaN. A NaN-propagating max is not a
+// reduction compilers will vectorise, so this keeps 8 independent lanes (a
+// NaN-ignoring max plus a NaN flag each) that map onto vector compares/blends.
+inline float max_f32(const float *x, int64_t n, bool *saw_nan)
+{
+	constexpr int W = 8;
+	float m[W];
+	int nan[W];
+	for (int j = 0; j < W; ++j) {
+		m[j] = -__builtin_inff();
+		nan[j] = 0;
+	}
+	int64_t i = 0;
+	for (; i + W <= n; i += W)
+		for (int j = 0; j < W; ++j) {
+			const float v = x[i + j];
+			m[j] = v > m[j] ? v : m[j];
+			nan[j] |= v != v;
+		}
+	for (; i < n; ++i) {
+		m[0] = x[i] > m[0] ? x[i] : m[0];
+		nan[0] |= x[i] != x[i];
+	}
+	float r = m[0];
+	int any = nan[0];
+	for (int j = 1; j < W; ++j) {
+		r = m[j] > r ? m[j] : r;
+		any |= nan[j];
+	}
+	*saw_nan = any != 0;
+	return r;
 }
 
 } // namespace neuron::kernels

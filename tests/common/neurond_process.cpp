@@ -147,10 +147,7 @@ bool NeurondProcess::wait_ready(int timeout_ms, std::string *error)
 	const long long deadline = now_ms() + timeout_ms;
 	for (;;) {
 		if (!running()) {
-			*error = "neurond exited during startup (" + Exit{true, WIFSIGNALED(wait_status_),
-				WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1,
-				WIFSIGNALED(wait_status_) ? WTERMSIG(wait_status_) : 0}.describe() +
-				 "); its log:\n" + log_tail();
+			*error = "neurond exited during startup (" + exit_status().describe() + "); its log:\n" + log_tail();
 			return false;
 		}
 		const int fd = connect_unix(socket_path_);
@@ -192,11 +189,8 @@ bool NeurondProcess::running()
 	return r == 0;
 }
 
-NeurondProcess::Exit NeurondProcess::wait_exit(int timeout_ms)
+NeurondProcess::Exit NeurondProcess::exit_status() const
 {
-	const long long deadline = now_ms() + timeout_ms;
-	while (running() && now_ms() < deadline)
-		sleep_ms(2);
 	Exit e;
 	if (!reaped_)
 		return e;
@@ -207,10 +201,20 @@ NeurondProcess::Exit NeurondProcess::wait_exit(int timeout_ms)
 	return e;
 }
 
+NeurondProcess::Exit NeurondProcess::wait_exit(int timeout_ms)
+{
+	const long long deadline = now_ms() + timeout_ms;
+	while (running() && now_ms() < deadline)
+		sleep_ms(2);
+	return exit_status();
+}
+
 NeurondProcess::Exit NeurondProcess::stop(int timeout_ms)
 {
-	if (pid_ > 0 && !reaped_)
+	if (pid_ > 0 && !reaped_) {
+		ended_by_us_ = true;
 		kill(pid_, SIGTERM);
+	}
 	Exit e = wait_exit(timeout_ms);
 	if (!e.exited)
 		kill9();
@@ -221,6 +225,7 @@ void NeurondProcess::kill9()
 {
 	if (pid_ <= 0 || reaped_)
 		return;
+	ended_by_us_ = true;
 	kill(pid_, SIGKILL);
 	int status = 0;
 	while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {

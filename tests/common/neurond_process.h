@@ -44,8 +44,12 @@ public:
 	Exit stop(int timeout_ms = 5000);
 	// SIGKILL and reap.
 	void kill9();
-	// True while the child has not exited (does not reap a zombie it finds: records it).
+	// True while the child has not exited (reaps and records a child that has).
 	bool running();
+	// True once stop() or kill9() ended the daemon (as opposed to it dying on its own).
+	bool ended_by_us() const { return ended_by_us_; }
+	// How the daemon ended (exited == false while it runs).
+	Exit exit_status() const;
 
 	pid_t pid() const { return pid_; }
 	const std::string &socket_path() const { return socket_path_; }
@@ -62,6 +66,7 @@ private:
 	std::vector<std::string> settings_;
 	pid_t pid_ = -1;
 	bool reaped_ = false;
+	bool ended_by_us_ = false;
 	int wait_status_ = 0;
 };
 

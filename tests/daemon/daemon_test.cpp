@@ -22,19 +22,47 @@ void daemon_up()
 	cr_assert(g_daemon->start(&error), "cannot start neurond: %s", error.c_str());
 }
 
+void (*g_before_stop)() = nullptr;
+static std::vector<neuron::test::NeurondProcess *> g_extra;
+
+neuron::test::NeurondProcess *extra_daemon(const std::string &socket_path)
+{
+	g_extra.push_back(new neuron::test::NeurondProcess(socket_path));
+	return g_extra.back();
+}
+
 void daemon_down()
 {
-	if (!g_daemon)
-		return;
-	const bool was_running = g_daemon->running();
-	const auto e = was_running ? g_daemon->stop(5000) : neuron::test::NeurondProcess::Exit{};
-	const std::string log = g_daemon->log_tail();
-	delete g_daemon;
+	// Reached after a failed assertion too: end whatever is left, quietly.
+	if (g_before_stop) {
+		auto f = g_before_stop;
+		g_before_stop = nullptr;
+		f();
+	}
+	delete g_daemon; // kills a daemon still running
 	g_daemon = nullptr;
-	if (was_running)
-		cr_assert(e.exited && !e.signaled && e.code == 0,
-			  "neurond did not shut down cleanly on SIGTERM within 5 s (%s); its log:\n%s",
-			  e.describe().c_str(), log.c_str());
+	for (auto *d : g_extra)
+		delete d;
+	g_extra.clear();
+}
+
+void daemon_finish()
+{
+	if (g_before_stop) {
+		auto f = g_before_stop;
+		g_before_stop = nullptr;
+		f();
+	}
+	cr_assert(g_daemon, "no daemon");
+	if (!g_daemon->running()) {
+		cr_assert(g_daemon->ended_by_us(), "neurond died during the test (%s); its log:\n%s",
+			  g_daemon->exit_status().describe().c_str(), g_daemon->log_tail().c_str());
+		return;
+	}
+	const auto e = g_daemon->stop(5000);
+	cr_assert(e.exited && !e.signaled && e.code == 0,
+		  "neurond did not shut down cleanly on SIGTERM within 5 s (%s); its log:\n%s", e.describe().c_str(),
+		  g_daemon->log_tail().c_str());
 }
 
 uint64_t now_ns()

@@ -21,10 +21,20 @@ inline constexpr int64_t kWaitNs = 30'000'000'000;
 // The daemon of the running test (started by daemon_up).
 extern neuron::test::NeurondProcess *g_daemon;
 
-// Criterion fixtures: start a fresh neurond with the small default settings; stop it
-// with SIGTERM and assert it exited 0 within 5 s (skipped if the test killed it).
+// Criterion fixtures. daemon_up starts a fresh neurond with the small default
+// settings. daemon_down only cleans up (Criterion ignores failures in .fini):
+// the check that the daemon survived the test and exits 0 on SIGTERM is
+// daemon_finish(), which DAEMON_TEST runs at the end of every test body.
 void daemon_up();
 void daemon_down();
+// Runs g_before_stop (closes a suite's shared tenants), then asserts the daemon is
+// still running unless the test ended it on purpose, stops it with SIGTERM and
+// asserts exit code 0 within 5 s.
+void daemon_finish();
+extern void (*g_before_stop)();
+// Another daemon object for the test (e.g. on the same socket), owned by the
+// fixture so that it is cleaned up even when an assertion ends the test early.
+neuron::test::NeurondProcess *extra_daemon(const std::string &socket_path);
 
 // Monotonic clock in nanoseconds.
 uint64_t now_ns();
@@ -100,3 +110,13 @@ int reap_child(Child &child, int timeout_ms);
 		const neuron_status st_ = (call);                                                         \
 		cr_assert(st_ == NEURON_OK, "%s failed: %s", #call, dt::describe(st_).c_str());          \
 	} while (0)
+
+// A Criterion test whose body is followed by dt::daemon_finish().
+#define DAEMON_TEST(suite, name)                                                                          \
+	static void suite##_##name##_body(void);                                                          \
+	Test(suite, name)                                                                                 \
+	{                                                                                                 \
+		suite##_##name##_body();                                                                  \
+		dt::daemon_finish();                                                                      \
+	}                                                                                                 \
+	static void suite##_##name##_body(void)

@@ -32,7 +32,7 @@ std::vector<double> ref_matmul(const std::vector<float> &a, const std::vector<fl
 
 } // namespace
 
-Test(e2e_ops, matmul_37x53_by_53x29)
+DAEMON_TEST(e2e_ops, matmul_37x53_by_53x29)
 {
 	Tenant t;
 	t.open("e2e-matmul");
@@ -48,7 +48,7 @@ Test(e2e_ops, matmul_37x53_by_53x29)
 	t.close();
 }
 
-Test(e2e_ops, matmul_alpha_beta_accumulates)
+DAEMON_TEST(e2e_ops, matmul_alpha_beta_accumulates)
 {
 	// out = 0.5 * a @ b + 2 * out, with out pre-filled with 3.
 	Tenant t;
@@ -72,7 +72,7 @@ Test(e2e_ops, matmul_alpha_beta_accumulates)
 	t.close();
 }
 
-Test(e2e_ops, batched_matmul_and_broadcast_batch)
+DAEMON_TEST(e2e_ops, batched_matmul_and_broadcast_batch)
 {
 	Tenant t;
 	t.open("e2e-bmm");
@@ -94,7 +94,7 @@ Test(e2e_ops, batched_matmul_and_broadcast_batch)
 	t.close();
 }
 
-Test(e2e_ops, add_with_broadcast_operand)
+DAEMON_TEST(e2e_ops, add_with_broadcast_operand)
 {
 	Tenant t;
 	t.open("e2e-add");
@@ -130,7 +130,7 @@ Test(e2e_ops, add_with_broadcast_operand)
 	t.close();
 }
 
-Test(e2e_ops, mul_scalar_and_reverse_sub_scalar)
+DAEMON_TEST(e2e_ops, mul_scalar_and_reverse_sub_scalar)
 {
 	Tenant t;
 	t.open("e2e-scalar");
@@ -157,7 +157,7 @@ Test(e2e_ops, mul_scalar_and_reverse_sub_scalar)
 	t.close();
 }
 
-Test(e2e_ops, relu_and_exp)
+DAEMON_TEST(e2e_ops, relu_and_exp)
 {
 	Tenant t;
 	t.open("e2e-unary");
@@ -183,7 +183,7 @@ Test(e2e_ops, relu_and_exp)
 	t.close();
 }
 
-Test(e2e_ops, sum_over_one_dim)
+DAEMON_TEST(e2e_ops, sum_over_one_dim)
 {
 	Tenant t;
 	t.open("e2e-sum");
@@ -210,7 +210,7 @@ Test(e2e_ops, sum_over_one_dim)
 	t.close();
 }
 
-Test(e2e_ops, softmax_along_last_dim)
+DAEMON_TEST(e2e_ops, softmax_along_last_dim)
 {
 	Tenant t;
 	t.open("e2e-softmax");
@@ -235,7 +235,7 @@ Test(e2e_ops, softmax_along_last_dim)
 	t.close();
 }
 
-Test(e2e_ops, copies_of_many_sizes_and_offsets)
+DAEMON_TEST(e2e_ops, copies_of_many_sizes_and_offsets)
 {
 	Tenant t;
 	t.open("e2e-copies");
@@ -274,7 +274,7 @@ Test(e2e_ops, copies_of_many_sizes_and_offsets)
 	t.close();
 }
 
-Test(e2e_ops, pinned_async_copies_with_host_offsets)
+DAEMON_TEST(e2e_ops, pinned_async_copies_with_host_offsets)
 {
 	Tenant t;
 	t.open("e2e-pinned");
@@ -301,7 +301,7 @@ Test(e2e_ops, pinned_async_copies_with_host_offsets)
 	t.close();
 }
 
-Test(e2e_ops, event_orders_a_copy_after_compute)
+DAEMON_TEST(e2e_ops, event_orders_a_copy_after_compute)
 {
 	Tenant t;
 	t.open("e2e-events");
@@ -345,7 +345,7 @@ Test(e2e_ops, event_orders_a_copy_after_compute)
 	t.close();
 }
 
-Test(e2e_ops, fresh_allocations_read_zero)
+DAEMON_TEST(e2e_ops, fresh_allocations_read_zero)
 {
 	Tenant t;
 	t.open("e2e-zero");
@@ -364,7 +364,7 @@ Test(e2e_ops, fresh_allocations_read_zero)
 	t.close();
 }
 
-Test(e2e_ops, memory_freed_by_one_tenant_reads_zero_for_the_next)
+DAEMON_TEST(e2e_ops, memory_freed_by_one_tenant_reads_zero_for_the_next)
 {
 	Tenant a, b;
 	a.open("e2e-tenant-a", 1);

@@ -167,7 +167,7 @@ void expect_oob_fault(const Report &r, const char *operand)
 
 } // namespace
 
-Test(isolation, dma_read_of_another_tenants_memory_faults)
+DAEMON_TEST(isolation, dma_read_of_another_tenants_memory_faults)
 {
 	Victim v;
 	v.open();
@@ -177,7 +177,7 @@ Test(isolation, dma_read_of_another_tenants_memory_faults)
 	v.t.close();
 }
 
-Test(isolation, core_write_to_another_tenants_memory_faults)
+DAEMON_TEST(isolation, core_write_to_another_tenants_memory_faults)
 {
 	Victim v;
 	v.open();
@@ -187,7 +187,7 @@ Test(isolation, core_write_to_another_tenants_memory_faults)
 	v.t.close();
 }
 
-Test(isolation, matmul_input_in_another_tenants_memory_faults)
+DAEMON_TEST(isolation, matmul_input_in_another_tenants_memory_faults)
 {
 	Victim v;
 	v.open();
@@ -197,7 +197,7 @@ Test(isolation, matmul_input_in_another_tenants_memory_faults)
 	v.t.close();
 }
 
-Test(isolation, range_straddling_two_tenants_faults)
+DAEMON_TEST(isolation, range_straddling_two_tenants_faults)
 {
 	Victim v;
 	v.open();
@@ -207,7 +207,7 @@ Test(isolation, range_straddling_two_tenants_faults)
 	v.t.close();
 }
 
-Test(isolation, freeing_another_tenants_address_is_not_found)
+DAEMON_TEST(isolation, freeing_another_tenants_address_is_not_found)
 {
 	Victim v;
 	v.open();

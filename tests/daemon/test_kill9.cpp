@@ -230,17 +230,17 @@ void kill_mid_stream(bool dma_stream, uint32_t survivor_core)
 
 } // namespace
 
-Test(kill9, killed_during_matmul_stream_on_a_shared_core)
+DAEMON_TEST(kill9, killed_during_matmul_stream_on_a_shared_core)
 {
 	kill_mid_stream(false, 0);
 }
 
-Test(kill9, killed_during_matmul_stream_other_core)
+DAEMON_TEST(kill9, killed_during_matmul_stream_other_core)
 {
 	kill_mid_stream(false, 1);
 }
 
-Test(kill9, killed_during_dma_stream)
+DAEMON_TEST(kill9, killed_during_dma_stream)
 {
 	kill_mid_stream(true, 0);
 }

@@ -72,7 +72,7 @@ struct BusyTenant {
 
 } // namespace
 
-Test(lifecycle, connect_without_a_daemon_says_how_to_start_it)
+DAEMON_TEST(lifecycle, connect_without_a_daemon_says_how_to_start_it)
 {
 	// Nothing at the path.
 	expect_daemon_lost_with_hint(g_daemon->dir() + "/nobody.sock");
@@ -88,7 +88,7 @@ Test(lifecycle, connect_without_a_daemon_says_how_to_start_it)
 	unlink(stale.c_str());
 }
 
-Test(lifecycle, NEURON_SOCKET_selects_the_daemon)
+DAEMON_TEST(lifecycle, NEURON_SOCKET_selects_the_daemon)
 {
 	setenv("NEURON_SOCKET", g_daemon->socket_path().c_str(), 1);
 	cr_assert(g_daemon->socket_path() == neuron_default_socket_path(), "default path %s ignores NEURON_SOCKET",
@@ -102,7 +102,7 @@ Test(lifecycle, NEURON_SOCKET_selects_the_daemon)
 	unsetenv("NEURON_SOCKET");
 }
 
-Test(lifecycle, blocked_waiter_returns_when_the_daemon_is_killed)
+DAEMON_TEST(lifecycle, blocked_waiter_returns_when_the_daemon_is_killed)
 {
 	BusyTenant b;
 	b.open_and_load(128);
@@ -166,7 +166,7 @@ Test(lifecycle, blocked_waiter_returns_when_the_daemon_is_killed)
 	b.t.close();
 }
 
-Test(lifecycle, sigterm_with_tenants_connected_exits_zero)
+DAEMON_TEST(lifecycle, sigterm_with_tenants_connected_exits_zero)
 {
 	BusyTenant b;
 	b.open_and_load(16);
@@ -193,11 +193,11 @@ Test(lifecycle, sigterm_with_tenants_connected_exits_zero)
 	idle.close();
 }
 
-Test(lifecycle, second_daemon_on_the_same_socket_refuses_to_start)
+DAEMON_TEST(lifecycle, second_daemon_on_the_same_socket_refuses_to_start)
 {
 	Tenant t;
 	t.open("before-second");
-	NeurondProcess second(g_daemon->socket_path());
+	NeurondProcess &second = *extra_daemon(g_daemon->socket_path());
 	std::string error;
 	cr_assert(second.spawn(&error), "%s", error.c_str());
 	const auto e = second.wait_exit(10000);
@@ -218,12 +218,12 @@ Test(lifecycle, second_daemon_on_the_same_socket_refuses_to_start)
 	t.close();
 }
 
-Test(lifecycle, restart_over_the_socket_of_a_killed_daemon)
+DAEMON_TEST(lifecycle, restart_over_the_socket_of_a_killed_daemon)
 {
 	const std::string socket = g_daemon->socket_path();
 	g_daemon->kill9();
 	cr_assert(exists(socket), "test premise: a killed daemon leaves its socket file");
-	NeurondProcess again(socket);
+	NeurondProcess &again = *extra_daemon(socket);
 	std::string error;
 	cr_assert(again.start(&error), "neurond did not start over a stale socket: %s", error.c_str());
 	Tenant t;

@@ -25,24 +25,24 @@ neuron_queue *g_victim = nullptr;
 uint64_t g_own = 0;            // a 4 KiB buffer of tenant 1
 uint64_t g_sentinel = 0;       // stays zero unless work after a fault runs
 
-void setup()
-{
-	daemon_up();
-	g_t1.open("ring-tenant-1");
-	g_t2.open("ring-tenant-2");
-	NEURON_OK_OR_FAIL(neuron_queue_create(g_t1.client, 0, NEURON_QUEUE_CORE, 0, 0, &g_victim));
-	g_own = dev_alloc(g_t1.client, kOwnBytes);
-	g_sentinel = dev_alloc(g_t1.client, 1024);
-}
-
-void teardown()
+void close_tenants()
 {
 	if (g_victim)
 		neuron_queue_destroy(g_victim);
 	g_victim = nullptr;
 	g_t1.close();
 	g_t2.close();
-	daemon_down();
+}
+
+void setup()
+{
+	daemon_up();
+	g_before_stop = close_tenants;
+	g_t1.open("ring-tenant-1");
+	g_t2.open("ring-tenant-2");
+	NEURON_OK_OR_FAIL(neuron_queue_create(g_t1.client, 0, NEURON_QUEUE_CORE, 0, 0, &g_victim));
+	g_own = dev_alloc(g_t1.client, kOwnBytes);
+	g_sentinel = dev_alloc(g_t1.client, 1024);
 }
 
 // A valid matmul on `t`'s core queue, checked against a CPU product.
@@ -120,59 +120,59 @@ neuron_tensor_desc f32(uint64_t addr, std::initializer_list<int64_t> sizes) { re
 
 } // namespace
 
-TestSuite(malformed_ring, .init = setup, .fini = teardown, .timeout = 100);
+TestSuite(malformed_ring, .init = setup, .fini = daemon_down, .timeout = 100);
 
-Test(malformed_ring, unknown_opcode)
+DAEMON_TEST(malformed_ring, unknown_opcode)
 {
 	neuron_cmd cmd;
 	neuron_cmd_init(&cmd, 99, 0);
 	expect_fault(cmd, NEURON_FAULT_BAD_OPCODE, "99");
 }
 
-Test(malformed_ring, opcode_zero_is_invalid)
+DAEMON_TEST(malformed_ring, opcode_zero_is_invalid)
 {
 	neuron_cmd cmd;
 	neuron_cmd_init(&cmd, NEURON_OP_INVALID, 0);
 	expect_fault(cmd, NEURON_FAULT_BAD_OPCODE);
 }
 
-Test(malformed_ring, output_out_of_bounds)
+DAEMON_TEST(malformed_ring, output_out_of_bounds)
 {
 	// 64 floats starting 128 bytes before the end of the 4 KiB allocation.
 	expect_fault(make_fill_f32(f32(g_own + kOwnBytes - 128, {64}), 1.0), NEURON_FAULT_OUT_OF_BOUNDS, "operand 0");
 }
 
-Test(malformed_ring, input_out_of_bounds)
+DAEMON_TEST(malformed_ring, input_out_of_bounds)
 {
 	expect_fault(make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + (1 << 20), {16})}), NEURON_FAULT_OUT_OF_BOUNDS,
 		     "operand 1");
 }
 
-Test(malformed_ring, matmul_output_is_an_input)
+DAEMON_TEST(malformed_ring, matmul_output_is_an_input)
 {
 	const auto m = f32(g_own, {8, 8});
 	expect_fault(make_matmul(m, m, f32(g_own + 256 * 4, {8, 8})), NEURON_FAULT_OVERLAP);
 }
 
-Test(malformed_ring, elementwise_output_partly_overlaps_input)
+DAEMON_TEST(malformed_ring, elementwise_output_partly_overlaps_input)
 {
 	// An exact alias is allowed for elementwise ops; a shifted one is not.
 	expect_fault(make_cmd(NEURON_OP_RELU, {f32(g_own + 4, {64}), f32(g_own, {64})}), NEURON_FAULT_OVERLAP);
 }
 
-Test(malformed_ring, matmul_on_int32)
+DAEMON_TEST(malformed_ring, matmul_on_int32)
 {
 	expect_fault(make_matmul(desc(g_own, NEURON_DTYPE_I32, {4, 4}), desc(g_own + 64, NEURON_DTYPE_I32, {4, 4}),
 				 desc(g_own + 128, NEURON_DTYPE_I32, {4, 4})),
 		     NEURON_FAULT_BAD_OPERAND);
 }
 
-Test(malformed_ring, invalid_dtype_value)
+DAEMON_TEST(malformed_ring, invalid_dtype_value)
 {
 	expect_fault(make_cmd(NEURON_OP_RELU, {desc(g_own, 42, {16}), f32(g_own + 1024, {16})}), NEURON_FAULT_BAD_OPERAND);
 }
 
-Test(malformed_ring, host_memory_on_a_core_queue)
+DAEMON_TEST(malformed_ring, host_memory_on_a_core_queue)
 {
 	neuron_host_buffer *hb = nullptr;
 	NEURON_OK_OR_FAIL(neuron_host_alloc(g_t1.client, 4096, &hb));
@@ -183,35 +183,35 @@ Test(malformed_ring, host_memory_on_a_core_queue)
 	NEURON_OK_OR_FAIL(neuron_host_free(hb));
 }
 
-Test(malformed_ring, reserved0_not_zero)
+DAEMON_TEST(malformed_ring, reserved0_not_zero)
 {
 	neuron_cmd cmd = make_fill_f32(f32(g_own, {16}), 1.0);
 	cmd.reserved0 = 1;
 	expect_fault(cmd, NEURON_FAULT_BAD_OPERAND, "reserved");
 }
 
-Test(malformed_ring, descriptor_reserved_not_zero)
+DAEMON_TEST(malformed_ring, descriptor_reserved_not_zero)
 {
 	neuron_tensor_desc d = f32(g_own, {16});
 	d.reserved = 3;
 	expect_fault(make_fill_f32(d, 1.0), NEURON_FAULT_BAD_OPERAND, "reserved");
 }
 
-Test(malformed_ring, flags_not_zero)
+DAEMON_TEST(malformed_ring, flags_not_zero)
 {
 	neuron_cmd cmd = make_fill_f32(f32(g_own, {16}), 1.0);
 	cmd.flags = 0x80;
 	expect_fault(cmd, NEURON_FAULT_BAD_OPERAND);
 }
 
-Test(malformed_ring, wrong_operand_count)
+DAEMON_TEST(malformed_ring, wrong_operand_count)
 {
 	neuron_cmd cmd = make_cmd(NEURON_OP_ADD, {f32(g_own, {16}), f32(g_own + 64, {16})}); // add takes 3
 	cmd.fscalars.f[0] = 1.0;
 	expect_fault(cmd, NEURON_FAULT_BAD_OPERAND);
 }
 
-Test(malformed_ring, wait_on_a_queue_of_another_tenant)
+DAEMON_TEST(malformed_ring, wait_on_a_queue_of_another_tenant)
 {
 	neuron_cmd cmd;
 	neuron_cmd_init(&cmd, NEURON_OP_NOP, 0);
@@ -220,7 +220,7 @@ Test(malformed_ring, wait_on_a_queue_of_another_tenant)
 	expect_fault(cmd, NEURON_FAULT_BAD_WAIT);
 }
 
-Test(malformed_ring, corrupted_ring_tail)
+DAEMON_TEST(malformed_ring, corrupted_ring_tail)
 {
 	using neuron::detail::atomic_u32;
 	using neuron::detail::atomic_u64;

@@ -23,12 +23,15 @@
 struct nt_test {
 	const char *name;
 	void (*fn)(void);
+	const char *file;
+	int line;
 };
 
 #define NT_TEST(n) \
 	static void n(void); \
 	static const struct nt_test nt_##n \
-	__attribute__((used, section("nt_tests"), aligned(8))) = { #n, n }; \
+	__attribute__((used, section("nt_tests"), aligned(8))) = \
+		{ #n, n, __FILE__, __LINE__ }; \
 	static void n(void)
 
 void nt_fail(const char *file, int line, const char *fmt, ...)

@@ -254,10 +254,27 @@ static int nt_selected(const char *name, int argc, char **argv)
 	return 0;
 }
 
+/* Source order: by file (link order), then line. */
+static const struct nt_test *nt_sorted[256];
+
+static int nt_cmp(const void *a, const void *b)
+{
+	const struct nt_test *x = *(const struct nt_test **)a;
+	const struct nt_test *y = *(const struct nt_test **)b;
+	const struct nt_test *t;
+
+	if (strcmp(x->file, y->file)) {
+		for (t = __start_nt_tests; t < __stop_nt_tests; t++)
+			if (!strcmp(t->file, x->file) || !strcmp(t->file, y->file))
+				return !strcmp(t->file, x->file) ? -1 : 1;
+	}
+	return x->line - y->line;
+}
+
 int main(int argc, char **argv)
 {
 	const struct nt_test *t;
-	int passed = 0, failed = 0;
+	int passed = 0, failed = 0, n = 0, k;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 2 && !strcmp(argv[1], "-t")) {
@@ -265,11 +282,15 @@ int main(int argc, char **argv)
 		argc -= 2;
 		argv += 2;
 	}
-	for (t = __start_nt_tests; t < __stop_nt_tests; t++) {
+	for (t = __start_nt_tests; t < __stop_nt_tests && n < 256; t++)
+		nt_sorted[n++] = t;
+	qsort(nt_sorted, n, sizeof(nt_sorted[0]), nt_cmp);
+	for (k = 0; k < n; k++) {
 		uint64_t t0 = nt_now_ns();
 		int status;
 		pid_t pid;
 
+		t = nt_sorted[k];
 		if (!nt_selected(t->name, argc - 1, argv + 1))
 			continue;
 		pid = fork();

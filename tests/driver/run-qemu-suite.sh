@@ -20,7 +20,8 @@
 #
 # Environment: NEURON_SUITE_DIR (work directory, default
 # /var/tmp/neuron-driver-suite), NEURON_SUITE_TIMEOUT (QEMU wall-clock limit
-# in seconds, default 240), NEURON_SUITE_SKIP_HOST_CHECKS=1.
+# in seconds, default 240), NEURON_SUITE_SKIP_HOST_CHECKS=1, NEURON_KERNEL
+# (a linux-image-*-amd64 release to boot instead of the newest 6.12).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -70,8 +71,14 @@ apt_install() {
 	say "installing: ${missing[*]}"
 	# INITRD=No: the kernel's postinst hooks skip update-initramfs (the
 	# suite boots its own busybox initramfs, and no container needs one).
-	INITRD=No apt-get install -y -q --no-install-recommends "${missing[@]}" \
-		>"$WORK/apt.log" 2>&1 || { tail -20 "$WORK/apt.log"; die "apt-get install failed"; }
+	if ! INITRD=No apt-get install -y -q --no-install-recommends "${missing[@]}" \
+		>"$WORK/apt.log" 2>&1; then
+		# Stale package lists (an archive moved on): refresh once, retry.
+		APT_UPDATED=0
+		apt_update
+		INITRD=No apt-get install -y -q --no-install-recommends "${missing[@]}" \
+			>"$WORK/apt.log" 2>&1 || { tail -20 "$WORK/apt.log"; die "apt-get install failed"; }
+	fi
 }
 
 # Newest linux-image-6.12.*-amd64 that apt knows, with matching headers.
@@ -113,7 +120,7 @@ KVER=${NEURON_KERNEL:-$(pick_kernel)}
 BPVER=$(pick_backports_headers || true)
 say "kernel for QEMU: $KVER${BPVER:+; extra headers from bookworm-backports: $BPVER}"
 pkgs=(linux-image-"$KVER" linux-headers-"$KVER" qemu-system-x86 busybox-static
-      cpio xz-utils gcc make libc6-dev perl linux-source-6.12)
+      cpio xz-utils kmod gcc make libc6-dev perl linux-source-6.12)
 [ -n "$BPVER" ] && [ "$BPVER" != "$KVER" ] && pkgs+=(linux-headers-"$BPVER")
 apt_install "${pkgs[@]}"
 

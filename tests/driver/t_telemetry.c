@@ -31,11 +31,11 @@ NT_TEST(sysfs_values)
 	OK(nt_bo_wait(fd, d, 5000));
 	b1 = strtoll(sysfs_str(0, "dma_busy_ns"), NULL, 10);
 	CHECK(b1 > b0, "dma0 busy %lld -> %lld", b0, b1);
-	CHECK(nt_sysfs(0, "jobs_completed") == done + 1);
+	CHECK(nt_sysfs(0, "jobs_completed") >= done + 1);
 	/* A failed compute job (no engine) on core 3. */
 	OK(nt_compute(fd, 3, NT_OP_ADD, 1, d, NULL, NULL));
 	OK(nt_bo_wait(fd, d, 5000));
-	CHECK(nt_sysfs(0, "jobs_failed") == failed + 1);
+	CHECK(nt_sysfs(0, "jobs_failed") >= failed + 1);
 	{
 		const char *s = sysfs_str(0, "core_jobs_failed");
 		long long v[8];

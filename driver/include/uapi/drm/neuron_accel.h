@@ -256,8 +256,9 @@ struct drm_neuron_hbm_info {
 /* BO flags (&drm_neuron_bo_create.flags). */
 /*
  * DRM_NEURON_BO_DEVICE: place the BO in device HBM. Device BOs are never
- * mappable (mmap offset fails with EINVAL) nor exportable; they are read and
- * written by DMA jobs and by the compute engine.
+ * mappable (mmap offset fails with EINVAL) nor exportable (PRIME export fails
+ * with EOPNOTSUPP); they are read and written by DMA jobs and by the compute
+ * engine.
  */
 #define DRM_NEURON_BO_DEVICE		(1U << 0)
 
@@ -444,6 +445,7 @@ struct drm_neuron_dma_copy {
  * sync flag, or a wait on a point that has no fence yet; ENOENT for a BO or
  * syncobj handle the file does not own; EACCES for a core outside the
  * file's core mask; ECANCELED when the file is banned after a job timeout;
+ * EOPNOTSUPP for an imported host BO the kernel cannot map (DMA jobs);
  * ENOMEM when memory runs out; EFAULT for bad pointers.
  */
 struct drm_neuron_submit {

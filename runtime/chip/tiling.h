@@ -1,0 +1,50 @@
+// Cutting a validated command into tiles, so that a NeuronCore can switch tenants
+// between tiles and a reclaim waits for at most one tile (DESIGN.md section 2, "Time").
+//
+// A tile is the same command restricted to a block of its output: every operand is
+// narrowed along the split dimensions (an operand that does not have a split
+// dimension, e.g. b for a split along M, is left whole; a broadcast operand with
+// stride 0 keeps pointing at the same bytes). Which dims may be split depends on the
+// op: elementwise/copy/fill any dim; matmul the batch, M and N dims (never K);
+// reductions and softmax a dim they do not reduce. Opcodes this file does not know
+// (ops added later) run as one tile: correct, only not preemptible.
+//
+// Pure functions on private copies; no shared state, no locks.
+#pragma once
+
+#include "operands.h"
+
+#include <neuron/cmd.h>
+
+#include <cstdint>
+
+namespace neuron::chip {
+
+// Work budget of one tile. Calibrated on the 2-core EPYC test machines so that a tile
+// takes well under 1 ms (bench-sharing prints the measured tile times).
+struct TileBudget {
+	uint64_t matmul_macs = 1ull << 25;       // multiply-adds per matmul tile
+	uint64_t elements = 1ull << 19;          // elements per cheap elementwise/copy/reduce tile
+	uint64_t transcendental_elements = 1ull << 17; // exp/gelu/silu/tanh/softmax
+};
+
+struct TileSplit {
+	int dim[NEURON_MAX_OPERANDS]; // the split dim in each operand, -1 if the operand is not split
+	int64_t size = 1;             // extent of the split dim
+	int64_t chunk = 1;            // tile extent along it
+	int64_t count = 1;            // ceil(size / chunk)
+};
+
+struct TilePlan {
+	int splits = 0;
+	TileSplit split[3];
+	uint64_t tiles = 1;
+};
+
+TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget);
+
+// Narrows cmd (descriptors) and views (host pointers) to tile `index` of plan, in place.
+// Both must describe the whole command on entry (views resolved by resolve_operands).
+void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, OperandViews &views);
+
+} // namespace neuron::chip

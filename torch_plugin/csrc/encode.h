@@ -1,0 +1,54 @@
+// Turning ATen tensors into chip command operands.
+#pragma once
+
+#include "memory.h"
+#include "runtime.h"
+
+#include <ATen/core/Tensor.h>
+
+namespace torch_neuron {
+
+// The chip's dtype for a torch dtype, or NEURON_DTYPE_INVALID.
+inline int chip_dtype(c10::ScalarType t)
+{
+	switch (t) {
+	case c10::kFloat: return NEURON_DTYPE_F32;
+	case c10::kBFloat16: return NEURON_DTYPE_BF16;
+	case c10::kHalf: return NEURON_DTYPE_F16;
+	case c10::kInt: return NEURON_DTYPE_I32;
+	case c10::kLong: return NEURON_DTYPE_I64;
+	case c10::kBool: return NEURON_DTYPE_BOOL;
+	case c10::kByte: return NEURON_DTYPE_U8;
+	default: return NEURON_DTYPE_INVALID;
+	}
+}
+
+inline bool chip_ok(const at::Tensor &t)
+{
+	return t.device().is_privateuseone() && chip_dtype(t.scalar_type()) != NEURON_DTYPE_INVALID &&
+	       t.dim() <= NEURON_MAX_DIMS;
+}
+
+inline neuron_tensor_desc desc(const at::Tensor &t)
+{
+	TORCH_CHECK(t.dim() <= NEURON_MAX_DIMS, "neuron: tensors of more than 8 dims are not supported (got ", t.dim(), ")");
+	neuron_tensor_desc d{};
+	d.addr = reinterpret_cast<uint64_t>(t.data_ptr());
+	d.dtype = static_cast<uint8_t>(chip_dtype(t.scalar_type()));
+	TORCH_CHECK(d.dtype != NEURON_DTYPE_INVALID, "neuron: dtype ", t.scalar_type(), " has no chip encoding");
+	d.ndim = static_cast<uint8_t>(t.dim());
+	for (int i = 0; i < t.dim(); ++i) {
+		d.sizes[i] = t.size(i);
+		d.strides[i] = t.size(i) == 1 ? 0 : t.stride(i);
+	}
+	return d;
+}
+
+inline void cmd_init(neuron_cmd &cmd, int op, int n) { neuron_cmd_init(&cmd, op, n); }
+
+inline uint64_t submit(const at::Tensor &on, neuron_cmd &cmd)
+{
+	return submit_core(current_queues(on.device().index()), cmd);
+}
+
+} // namespace torch_neuron

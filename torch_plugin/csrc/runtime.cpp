@@ -1,0 +1,314 @@
+// Connection, devices, streams and their ordering rules (see runtime.h).
+#include "runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <vector>
+
+namespace torch_neuron {
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+struct Devices {
+	std::mutex mu;
+	neuron_client *client = nullptr;
+	int count = -1;
+	std::array<uint32_t, kMaxDevices> cores{};
+	// [device][stream id] -> queues; id 0 is the default stream.
+	std::array<std::array<std::unique_ptr<StreamQueues>, kStreamPoolSize + 1>, kMaxDevices> streams;
+	std::array<std::atomic<uint32_t>, kMaxDevices> next_pool{};
+};
+
+Devices &devs()
+{
+	static Devices *d = new Devices; // leaked: destructors of tensors may run at exit
+	return *d;
+}
+
+thread_local int tl_device = 0;
+thread_local std::array<int64_t, kMaxDevices> tl_stream{};
+
+std::string start_hint()
+{
+	return std::string("neurond is not reachable at ") + neuron_default_socket_path() +
+	       ". Start it, e.g. `neurond --socket /tmp/neuron/neurond.sock --cores 2 --hbm-mib 8192 &` "
+	       "(from a build tree: build/daemon/neurond), and set NEURON_SOCKET=/tmp/neuron/neurond.sock "
+	       "before using device 'neuron'.";
+}
+
+neuron_client *connect_locked(Devices &d)
+{
+	if (d.client)
+		return d.client;
+	neuron_connect_options opts{};
+	opts.client_name = "torch_neuron";
+	opts.kind = NEURON_TENANT_TRAINING;
+	neuron_client *c = nullptr;
+	neuron_status s = neuron_connect(&opts, &c);
+	if (s != NEURON_OK) {
+		const std::string msg = neuron_last_error();
+		TORCH_CHECK(false, start_hint(), " (", neuron_status_name(s), ": ", msg, ")");
+	}
+	uint32_t n = 0;
+	s = neuron_device_count(c, &n);
+	if (s != NEURON_OK) {
+		const std::string msg = neuron_last_error();
+		neuron_disconnect(c);
+		TORCH_CHECK(false, "neurond did not list its devices: ", msg);
+	}
+	d.count = static_cast<int>(std::min<uint32_t>(n, kMaxDevices));
+	for (int i = 0; i < d.count; ++i) {
+		struct neuron_device_info info{};
+		if (neuron_device_info(c, i, &info) == NEURON_OK)
+			d.cores[i] = std::max<uint32_t>(1, info.core_count);
+		else
+			d.cores[i] = 1;
+	}
+	d.client = c;
+	return c;
+}
+
+void create_queues(StreamQueues &sq)
+{
+	neuron_client *c = client();
+	const uint32_t core = static_cast<uint32_t>(sq.id) % core_count(sq.device);
+	neuron_queue *q = nullptr, *dq = nullptr;
+	check(neuron_queue_create(c, sq.device, NEURON_QUEUE_CORE, core, 1024, &q), "creating a core queue");
+	neuron_status s = neuron_queue_create(c, sq.device, NEURON_QUEUE_DMA, 0, 256, &dq);
+	if (s != NEURON_OK) {
+		neuron_queue_destroy(q);
+		throw_status(s, "creating a DMA queue");
+	}
+	sq.core = q;
+	sq.dma = dq;
+	sq.dma_pending = sq.core_waited_dma = sq.dma_waited_core = 0;
+}
+
+} // namespace
+
+uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+[[noreturn]] void throw_status(neuron_status s, const std::string &what)
+{
+	const std::string msg = neuron_last_error();
+	if (s == NEURON_ERR_NO_MEMORY)
+		TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron: out of device memory while ", what, ": ", msg);
+	if (s == NEURON_ERR_DAEMON_LOST)
+		TORCH_CHECK(false, "neuron: lost neurond while ", what, ": ", msg,
+			    ". Device tensors of this process are gone; restart neurond and the program.");
+	TORCH_CHECK(false, "neuron: ", what, " failed (", neuron_status_name(s), "): ", msg);
+}
+
+neuron_client *client()
+{
+	Devices &d = devs();
+	std::lock_guard lock(d.mu);
+	return connect_locked(d);
+}
+
+bool connected() noexcept { return devs().client != nullptr; }
+
+int device_count() noexcept
+{
+	Devices &d = devs();
+	std::lock_guard lock(d.mu);
+	if (d.count >= 0)
+		return d.count;
+	try {
+		connect_locked(d);
+	} catch (...) {
+		return 0;
+	}
+	return d.count;
+}
+
+uint32_t core_count(int device)
+{
+	client();
+	return devs().cores[device];
+}
+
+void check_device(int device)
+{
+	client();
+	TORCH_CHECK(device >= 0 && device < devs().count, "neuron: device index ", device, " is out of range (",
+		    devs().count, " device(s))");
+}
+
+int current_device() { return tl_device; }
+
+void set_current_device(int device)
+{
+	TORCH_CHECK(device >= 0 && device < kMaxDevices, "neuron: bad device index ", device);
+	tl_device = device;
+}
+
+StreamQueues &stream_queues(const c10::Stream &s)
+{
+	const int dev = s.device_index() < 0 ? current_device() : s.device_index();
+	const int64_t id = s.id();
+	TORCH_CHECK(dev >= 0 && dev < kMaxDevices && id >= 0 && id <= kStreamPoolSize, "neuron: unknown stream ", id,
+		    " on device ", dev);
+	Devices &d = devs();
+	auto &slot = d.streams[dev][id];
+	if (slot && slot->core)
+		return *slot;
+	check_device(dev);
+	std::lock_guard lock(d.mu);
+	if (!slot) {
+		auto sq = std::make_unique<StreamQueues>();
+		sq->device = dev;
+		sq->id = id;
+		create_queues(*sq);
+		slot = std::move(sq);
+	}
+	return *slot;
+}
+
+c10::Stream default_stream(int device)
+{
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), 0);
+}
+
+c10::Stream current_stream(int device)
+{
+	if (device < 0)
+		device = current_device();
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), tl_stream[device]);
+}
+
+c10::Stream pool_stream(int device)
+{
+	if (device < 0)
+		device = current_device();
+	const uint32_t k = devs().next_pool[device].fetch_add(1) % kStreamPoolSize;
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), 1 + k);
+}
+
+void set_current_stream(const c10::Stream &s)
+{
+	const int dev = s.device_index() < 0 ? current_device() : s.device_index();
+	TORCH_CHECK(s.id() >= 0 && s.id() <= kStreamPoolSize, "neuron: unknown stream id ", s.id());
+	tl_stream[dev] = s.id();
+}
+
+StreamQueues &current_queues(int device)
+{
+	if (device < 0)
+		device = current_device();
+	return stream_queues(current_stream(device));
+}
+
+[[noreturn]] void stream_failed(StreamQueues &sq, neuron_status s, const char *what)
+{
+	const std::string msg = neuron_last_error();
+	if (s == NEURON_ERR_FAULT) {
+		// The old queues stay mapped (events may still name them) but get no more work.
+		try {
+			create_queues(sq);
+		} catch (...) {
+		}
+		TORCH_CHECK(false, "neuron: device fault on stream ", sq.id, " of neuron:", sq.device, " while ", what, ": ",
+			    msg, ". Work queued after the faulting command was dropped; the stream has been reset.");
+	}
+	throw_status(s, what);
+}
+
+uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
+{
+	std::lock_guard lock(sq.mu);
+	if (sq.dma_pending > sq.core_waited_dma) {
+		cmd.wait.queue_id = neuron_queue_id(sq.dma);
+		cmd.wait.value = sq.dma_pending;
+		sq.core_waited_dma = sq.dma_pending;
+	}
+	uint64_t seq = 0;
+	neuron_status s = neuron_submit(sq.core, &cmd, &seq);
+	if (s != NEURON_OK)
+		stream_failed(sq, s, "submitting a command");
+	return seq;
+}
+
+void dma_after_core_locked(StreamQueues &sq)
+{
+	neuron_event ev{};
+	neuron_event_record(sq.core, &ev);
+	if (ev.value > sq.dma_waited_core) {
+		neuron_status s = neuron_queue_wait_event(sq.dma, &ev);
+		if (s != NEURON_OK)
+			stream_failed(sq, s, "ordering a copy after compute");
+		sq.dma_waited_core = ev.value;
+	}
+}
+
+void core_after_dma_locked(StreamQueues &sq, uint64_t dma_seq) { sq.dma_pending = std::max(sq.dma_pending, dma_seq); }
+
+uint64_t stream_point(StreamQueues &sq)
+{
+	std::lock_guard lock(sq.mu);
+	if (sq.dma_pending > sq.core_waited_dma) {
+		neuron_event ev{neuron_queue_id(sq.dma), sq.dma_pending};
+		neuron_status s = neuron_queue_wait_event(sq.core, &ev);
+		if (s != NEURON_OK)
+			stream_failed(sq, s, "recording an event");
+		sq.core_waited_dma = sq.dma_pending;
+	}
+	neuron_event ev{};
+	neuron_event_record(sq.core, &ev);
+	return ev.value;
+}
+
+void sync_stream(StreamQueues &sq)
+{
+	neuron_queue *dma, *core;
+	{
+		std::lock_guard lock(sq.mu);
+		dma = sq.dma;
+		core = sq.core;
+	}
+	neuron_status s = neuron_queue_sync(dma, -1);
+	if (s != NEURON_OK)
+		stream_failed(sq, s, "synchronizing (DMA)");
+	s = neuron_queue_sync(core, -1);
+	if (s != NEURON_OK)
+		stream_failed(sq, s, "synchronizing");
+}
+
+bool query_stream(StreamQueues &sq)
+{
+	std::lock_guard lock(sq.mu);
+	neuron_event a{}, b{};
+	neuron_event_record(sq.core, &a);
+	neuron_event_record(sq.dma, &b);
+	neuron_fault f{};
+	neuron_queue_fault(sq.core, &f);
+	if (f.code != NEURON_FAULT_NONE)
+		return true;
+	return neuron_queue_completed(sq.core) >= a.value && neuron_queue_completed(sq.dma) >= b.value;
+}
+
+void sync_device(int device)
+{
+	if (!connected())
+		return;
+	Devices &d = devs();
+	if (device < 0 || device >= kMaxDevices)
+		return;
+	for (auto &slot : d.streams[device])
+		if (slot && slot->core)
+			sync_stream(*slot);
+}
+
+} // namespace torch_neuron

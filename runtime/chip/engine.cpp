@@ -275,7 +275,8 @@ void Engine::sleep_until_doorbell()
 	unsigned n = 0;
 	uint32_t *wake_word = sched_.wake_word(sched_core_);
 	const uint32_t wake_seen = atomic_u32(*wake_word).load(std::memory_order_seq_cst);
-	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(wake_word), FUTEX_32 | FUTEX_PRIVATE_FLAG, 0};
+	// Shared (not PRIVATE) key: CoreScheduler::wake uses the shared FUTEX_WAKE.
+	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(wake_word), FUTEX_32, 0};
 	unsigned announced = 0;
 	for (const auto &q : watched_) {
 		if (n == kMax)

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The README's second command: installs what the tests need, builds, and runs every
+# test suite of the stack, then prints one summary line "N passed, N failed".
+#
+#   tools/test.sh            everything
+#   FUZZ_SECONDS=N           time per fuzz target (default 30)
+#   SKIP_DRIVER=1            skip the QEMU driver suite (it needs ~1-3 minutes)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+fuzz_seconds=${FUZZ_SECONDS:-30}
+total_pass=0
+total_fail=0
+summary=()
+
+step() { printf '\n==> %s\n' "$*"; }
+record() { # name passed failed
+	total_pass=$((total_pass + $2))
+	total_fail=$((total_fail + $3))
+	summary+=("$(printf '%-28s %5d passed %5d failed' "$1" "$2" "$3")")
+}
+
+# Sums Criterion's "Synthesis" lines (tests, not suites) from a meson test log.
+criterion_counts() { # logfile -> "passed failed"
+	awk '/Synthesis: Tested:/ {
+		for (i = 1; i <= NF; i++) {
+			if ($i == "Passing:") p += $(i + 1)
+			if ($i == "Failing:") f += $(i + 1)
+			if ($i == "Crashing:") f += $(i + 1)
+		}
+	} END { print p + 0, f + 0 }' "$1"
+}
+
+# Runs `meson test` in a build dir and records its Criterion counts; a suite that
+# fails without printing a synthesis (a crash, a timeout) still counts as a failure.
+run_meson_tests() { # label builddir [meson test args...]
+	local label=$1 dir=$2
+	shift 2
+	meson test -C "$dir" --no-rebuild --print-errorlogs "$@" >"$dir/test-output.txt" 2>&1
+	local rc=$?
+	grep -E '^ *[0-9]+/[0-9]+ ' "$dir/test-output.txt" | sed 's/^/   /'
+	read -r p f < <(criterion_counts "$dir/meson-logs/testlog.txt")
+	local suites_failed
+	suites_failed=$(grep -cE '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR) ' "$dir/test-output.txt")
+	if [[ $rc -ne 0 && $f -eq 0 ]]; then
+		f=$((suites_failed > 0 ? suites_failed : 1))
+		tail -n 40 "$dir/test-output.txt"
+	fi
+	record "$label" "$p" "$f"
+}
+
+step "Installing dependencies (Debian packages, Meson from PyPI) if missing"
+bash tools/setup/install-deps.sh --test || { echo "dependency installation failed"; exit 1; }
+
+step "Building (build/)"
+[[ -f build/build.ninja ]] || meson setup build >/dev/null || exit 1
+if ! ninja -C build -j"$jobs" >build/ninja-output.txt 2>&1; then
+	tail -n 60 build/ninja-output.txt
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+step "Unit and integration suites (Criterion, through meson test)"
+run_meson_tests "criterion" build
+
+step "The same suites under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+[[ -f build-asan/build.ninja ]] ||
+	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+if ninja -C build-asan -j"$jobs" >build-asan/ninja-output.txt 2>&1; then
+	# The daemon and its tenants run as separate processes: each reports its own
+	# sanitizer errors and exits non-zero, which fails the test that started it.
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		run_meson_tests "criterion (asan+ubsan)" build-asan --timeout-multiplier 3
+else
+	tail -n 60 build-asan/ninja-output.txt
+	record "asan build" 0 1
+fi
+
+step "Fuzzing the control-message decoder and command validation (${fuzz_seconds}s each, build-fuzz/)"
+if [[ ! -f build-fuzz/build.ninja ]]; then
+	CC=clang CXX=clang++ meson setup build-fuzz -Dfuzzers=true -Dtests=disabled \
+		-Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
+fi
+if ninja -C build-fuzz -j"$jobs" tests/fuzz/fuzz-control tests/fuzz/fuzz-command tests/fuzz/fuzz-command-seeds \
+	>build-fuzz/ninja-output.txt 2>&1; then
+	for target in fuzz-control fuzz-command; do
+		corpus=build-fuzz/corpus-$target
+		mkdir -p "$corpus"
+		[[ $target == fuzz-command ]] && build-fuzz/tests/fuzz/fuzz-command-seeds "$corpus"
+		if build-fuzz/tests/fuzz/$target -max_total_time="$fuzz_seconds" -timeout=10 -max_len=1100 \
+			-rss_limit_mb=4096 -print_final_stats=1 "$corpus" >build-fuzz/$target.log 2>&1; then
+			echo "   $target: $(grep -E '^Done' build-fuzz/$target.log) — no crash"
+			record "$target" 1 0
+		else
+			tail -n 40 build-fuzz/$target.log
+			record "$target" 0 1
+		fi
+	done
+else
+	tail -n 40 build-fuzz/ninja-output.txt
+	record "fuzz build" 0 1
+fi
+
+if [[ "${SKIP_DRIVER:-0}" != 1 && -f tests/driver/run-qemu-suite.sh ]]; then
+	step "Kernel driver: host checks, then the QEMU suite on Debian's 6.12 kernel"
+	bash tests/driver/run-qemu-suite.sh 2>&1 | tee build/driver-suite.txt | tail -n 25
+	rc=${PIPESTATUS[0]}
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' build/driver-suite.txt | tail -n 1)
+	if [[ -n "$line" && $rc -eq 0 ]]; then
+		record "driver (qemu)" "$(cut -d' ' -f1 <<<"$line")" "$(cut -d' ' -f3 <<<"$line")"
+	elif [[ -n "$line" ]]; then
+		f=$(cut -d' ' -f3 <<<"$line")
+		record "driver (qemu)" "$(cut -d' ' -f1 <<<"$line")" $((f > 0 ? f : 1))
+	else
+		record "driver (qemu)" 0 1
+	fi
+fi
+
+for extra in tests/*/run.sh; do
+	[[ -f "$extra" ]] || continue
+	name=$(basename "$(dirname "$extra")")
+	step "Suite tests/$name"
+	bash "$extra" 2>&1 | tee "build/$name-suite.txt" | tail -n 30
+	rc=${PIPESTATUS[0]}
+	# pytest's closing line, e.g. "== 41 passed, 2 skipped in 80.1s ==".
+	p=$(grep -oE '[0-9]+ passed' "build/$name-suite.txt" | tail -n 1 | cut -d' ' -f1)
+	f=$(grep -oE '[0-9]+ (failed|error)' "build/$name-suite.txt" | awk '{s += $1} END {print s + 0}')
+	p=${p:-0}
+	[[ $rc -ne 0 && $f -eq 0 ]] && f=1
+	record "$name" "$p" "$f"
+done
+
+step "Summary"
+printf '   %s\n' "${summary[@]}"
+echo
+echo "$total_pass passed, $total_fail failed"
+[[ $total_fail -eq 0 ]]

@@ -169,7 +169,8 @@ std::string Capacity::reclaim(chip::Pool lender, uint32_t count, std::optional<u
 		}
 		it->state = "reclaiming";
 		it->deadline_ms = deadline_ms;
-		it->reason += it->reason.empty() ? reason : "/" + reason;
+		if (it->reason != reason)
+			it->reason += "; reclaimed: " + reason;
 		taken.push_back(&*it);
 		api::Event ev = EventBus::make("lease.reclaiming", it->device, static_cast<int32_t>(it->core),
 					       std::string(chip::pool_name(lender)) + " reclaims core, deadline " +

@@ -51,6 +51,9 @@ bool output_may_alias_inputs(neuron_opcode op)
 	case NEURON_OP_SILU:
 	case NEURON_OP_TANH:
 	case NEURON_OP_EXP:
+	case NEURON_OP_UNARY_MATH:
+	case NEURON_OP_BINARY_MATH:
+	case NEURON_OP_WHERE:
 		// Element i of the output depends only on element i of each input, and
 		// every kernel reads an element (or a block of them) before writing it.
 		return true;
@@ -122,6 +125,25 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_reduce(cmd, views[0], views[1], max_threads);
 	case NEURON_OP_SOFTMAX:
 		return detail::run_softmax(cmd, views[0], views[1], max_threads);
+	case NEURON_OP_UNARY_MATH:
+		return detail::run_unary_math(cmd, views, max_threads);
+	case NEURON_OP_BINARY_MATH:
+		return detail::run_binary_math(cmd, views, max_threads);
+	case NEURON_OP_COMPARE:
+	case NEURON_OP_COMPARE_SCALAR:
+		return detail::run_compare(cmd, views, max_threads);
+	case NEURON_OP_WHERE:
+		return detail::run_where(views, max_threads);
+	case NEURON_OP_LOG_SOFTMAX:
+		return detail::run_log_softmax(cmd, views[0], views[1], max_threads);
+	case NEURON_OP_INDEX_SELECT:
+		return detail::run_index_select(cmd, views, max_threads);
+	case NEURON_OP_INDEX_ADD:
+		return detail::run_index_add(cmd, views, max_threads);
+	case NEURON_OP_GATHER:
+		return detail::run_gather(cmd, views, max_threads);
+	case NEURON_OP_SCATTER_ADD:
+		return detail::run_scatter_add(cmd, views, max_threads);
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

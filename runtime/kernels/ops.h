@@ -18,6 +18,17 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 Result run_reduce(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // reduce.cpp
 Result run_softmax(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // softmax.cpp
 
+// ISA 1.1
+Result run_unary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads);  // math.cpp
+Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // math.cpp
+Result run_compare(const neuron_cmd &cmd, std::span<const View> v, int max_threads);     // math.cpp
+Result run_where(std::span<const View> v, int max_threads);                              // math.cpp
+Result run_log_softmax(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // log_softmax.cpp
+Result run_index_select(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // indexing.cpp
+Result run_index_add(const neuron_cmd &cmd, std::span<const View> v, int max_threads);    // indexing.cpp
+Result run_gather(const neuron_cmd &cmd, std::span<const View> v, int max_threads);       // indexing.cpp
+Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int max_threads);  // indexing.cpp
+
 Fault exec_fault(std::string message);
 
 } // namespace neuron::kernels::detail

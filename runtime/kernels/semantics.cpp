@@ -32,7 +32,7 @@ Fault bad(const std::string &msg) { return Fault{NEURON_FAULT_BAD_OPERAND, msg};
 struct OpInfo {
 	const char *name;
 	int arity;
-	const char *operands[3];
+	const char *operands[4];
 };
 
 // Indexed by opcode.
@@ -59,6 +59,17 @@ const OpInfo kOps[NEURON_OP_COUNT_] = {
 	{"tanh", 2, {"out", "in"}},
 	{"exp", 2, {"out", "in"}},
 	{"softmax", 2, {"out", "in"}},
+	// ISA 1.1
+	{"unary_math", 2, {"out", "in"}},
+	{"binary_math", 3, {"out", "a", "b"}},
+	{"compare", 3, {"out", "a", "b"}},
+	{"compare_scalar", 2, {"out", "a"}},
+	{"where", 4, {"out", "cond", "a", "b"}},
+	{"log_softmax", 2, {"out", "in"}},
+	{"index_select", 3, {"out", "in", "index"}},
+	{"index_add", 3, {"out", "index", "src"}},
+	{"gather", 3, {"out", "in", "index"}},
+	{"scatter_add", 3, {"out", "index", "src"}},
 };
 
 struct Checker {
@@ -290,6 +301,160 @@ struct Checker {
 		return unused_scalars(0x0, 0x1);
 	}
 
+	// ---- ISA 1.1 ----
+
+	std::optional<Fault> selector(int64_t count, const char *what) const
+	{
+		if (cmd.iscalars[0] < 0 || cmd.iscalars[0] >= count)
+			return bad(fmt("scalars i[0]=%" PRId64 " is not a valid %s (0..%" PRId64 ")", cmd.iscalars[0], what,
+				       count - 1));
+		return std::nullopt;
+	}
+
+	std::optional<Fault> unary_math() const
+	{
+		std::optional<Fault> f;
+		if ((f = selector(NEURON_UNARY_COUNT_, "unary function")) ||
+		    (f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16")) || (f = same_shape(1)))
+			return f;
+		switch (cmd.iscalars[0]) {
+		case NEURON_UNARY_POW:
+			return unused_scalars(0x1, 0x1);
+		case NEURON_UNARY_CLAMP:
+			if (cmd.iscalars[1] < 0 || cmd.iscalars[1] > 3)
+				return bad(fmt("scalars i[1]=%" PRId64 " (clamp bounds: bit 0 min, bit 1 max) must be 0..3",
+					       cmd.iscalars[1]));
+			return unused_scalars((cmd.iscalars[1] & 1 ? 0x1 : 0) | (cmd.iscalars[1] & 2 ? 0x2 : 0), 0x3);
+		default:
+			return unused_scalars(0x0, 0x1);
+		}
+	}
+
+	std::optional<Fault> binary_math() const
+	{
+		std::optional<Fault> f;
+		if ((f = selector(NEURON_BINARY_COUNT_, "binary function")) || (f = same_shape(1)) || (f = same_shape(2)))
+			return f;
+		const int64_t fn = cmd.iscalars[0];
+		if (fn == NEURON_BINARY_MAXIMUM || fn == NEURON_BINARY_MINIMUM)
+			f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool");
+		else
+			f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16");
+		if (f)
+			return f;
+		if (fn == NEURON_BINARY_GELU_BACKWARD) {
+			if (cmd.iscalars[1] != 0 && cmd.iscalars[1] != 1)
+				return bad(fmt("scalars i[1]=%" PRId64 " must be 0 (erf) or 1 (tanh)", cmd.iscalars[1]));
+			return unused_scalars(0x0, 0x3);
+		}
+		if (fn == NEURON_BINARY_THRESHOLD_BACKWARD)
+			return unused_scalars(0x1, 0x1);
+		return unused_scalars(0x0, 0x1);
+	}
+
+	std::optional<Fault> compare() const
+	{
+		std::optional<Fault> f;
+		if ((f = selector(NEURON_CMP_COUNT_, "comparison")) ||
+		    (f = dtype_is(0, d(0).dtype == NEURON_DTYPE_BOOL, "bool")))
+			return f;
+		for (int k = 1; k < op.arity; ++k)
+			if ((f = same_shape(k)))
+				return f;
+		return cmd.opcode == NEURON_OP_COMPARE_SCALAR ? unused_scalars(0x1, 0x1) : unused_scalars(0x0, 0x1);
+	}
+
+	std::optional<Fault> where() const
+	{
+		std::optional<Fault> f;
+		if ((f = dtype_is(1, d(1).dtype == NEURON_DTYPE_BOOL, "bool")))
+			return f;
+		for (int k = 1; k < 4; ++k)
+			if ((f = same_shape(k)))
+				return f;
+		for (int k = 2; k < 4; ++k)
+			if (d(k).dtype != d(0).dtype)
+				return bad(who(k) + fmt(": dtype %s does not match out dtype %s (where moves elements; cast first)",
+							dtype_name(d(k).dtype), dtype_name(d(0).dtype)));
+		return unused_scalars(0x0, 0x0);
+	}
+
+	std::optional<Fault> index_dtype(int k) const
+	{
+		return dtype_is(k, d(k).dtype == NEURON_DTYPE_I32 || d(k).dtype == NEURON_DTYPE_I64, "i32 or i64");
+	}
+
+	std::optional<Fault> same_dtype(int k) const
+	{
+		if (d(k).dtype != d(0).dtype)
+			return bad(who(k) + fmt(": dtype %s does not match out dtype %s", dtype_name(d(k).dtype),
+						dtype_name(d(0).dtype)));
+		return std::nullopt;
+	}
+
+	// dim i[0] valid for operand k's rank (a 0-d tensor has one implicit dim).
+	std::optional<Fault> dim_of(int k) const
+	{
+		const int64_t dim = cmd.iscalars[0];
+		if (dim < 0 || dim >= std::max<int64_t>(d(k).ndim, 1))
+			return bad(fmt("scalars i[0]=%" PRId64 " (dim) must be in [0, %u)", dim, std::max<unsigned>(d(k).ndim, 1)));
+		return std::nullopt;
+	}
+
+	// a and b have one rank and equal sizes except along dim, where a has `len`.
+	std::optional<Fault> sizes_but_dim(int a, int b, int64_t len) const
+	{
+		const int64_t dim = cmd.iscalars[0];
+		if (d(a).ndim != d(b).ndim)
+			return bad(who(a) + fmt(": ndim=%u does not match %s ndim=%u", d(a).ndim, op.operands[b], d(b).ndim));
+		for (int i = 0; i < d(a).ndim; ++i) {
+			const int64_t want = i == dim ? len : d(b).sizes[i];
+			if (d(a).sizes[i] != want)
+				return bad(who(a) + fmt(": sizes[%d]=%" PRId64 " should be %" PRId64, i, d(a).sizes[i], want));
+		}
+		return std::nullopt;
+	}
+
+	std::optional<Fault> indexing() const
+	{
+		std::optional<Fault> f;
+		const uint16_t opc = cmd.opcode;
+		const bool add = opc == NEURON_OP_INDEX_ADD || opc == NEURON_OP_SCATTER_ADD;
+		const int data = add ? 2 : 1, index = add ? 1 : 2;
+		if ((f = index_dtype(index)) || (f = same_dtype(data)) || (f = dim_of(0)) || (f = dim_of(data)))
+			return f;
+		if (add && (f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool")))
+			return f;
+		if (opc == NEURON_OP_INDEX_SELECT || opc == NEURON_OP_INDEX_ADD) {
+			if (d(index).ndim != 1)
+				return bad(who(index) + fmt(": ndim=%u, the index must be 1-d", d(index).ndim));
+			const int64_t len = d(index).sizes[0];
+			const int big = opc == NEURON_OP_INDEX_SELECT ? 1 : 0, small = opc == NEURON_OP_INDEX_SELECT ? 0 : 2;
+			if (d(0).ndim == 0 && d(data).ndim == 0) {
+				if (len != 1)
+					return bad(who(index) + ": a 0-d operand takes exactly one index");
+			} else if ((f = sizes_but_dim(small, big, len))) {
+				return f;
+			}
+			return unused_scalars(0x0, 0x1);
+		}
+		// GATHER / SCATTER_ADD: index has out's (gather) or src's (scatter) shape; the
+		// other operand is at least as large in every dim but dim.
+		const int shaped = opc == NEURON_OP_GATHER ? 0 : 2, other = opc == NEURON_OP_GATHER ? 1 : 0;
+		if (d(index).ndim != d(shaped).ndim || d(other).ndim != d(shaped).ndim)
+			return bad(fmt("operands must have one rank (out ndim=%u, index ndim=%u, %s ndim=%u)", d(0).ndim,
+				       d(index).ndim, op.operands[data], d(data).ndim));
+		for (int i = 0; i < d(shaped).ndim; ++i) {
+			if (d(index).sizes[i] != d(shaped).sizes[i])
+				return bad(who(index) + fmt(": sizes[%d]=%" PRId64 " does not match %s sizes[%d]=%" PRId64, i,
+							d(index).sizes[i], op.operands[shaped], i, d(shaped).sizes[i]));
+			if (i != cmd.iscalars[0] && d(shaped).sizes[i] > d(other).sizes[i])
+				return bad(who(other) + fmt(": sizes[%d]=%" PRId64 " is smaller than the index's %" PRId64, i,
+							d(other).sizes[i], d(shaped).sizes[i]));
+		}
+		return unused_scalars(0x0, 0x1);
+	}
+
 	std::optional<Fault> run() const
 	{
 		if (cmd.flags != 0)
@@ -322,7 +487,22 @@ struct Checker {
 		case NEURON_OP_AMAX:
 			return reduction();
 		case NEURON_OP_SOFTMAX:
+		case NEURON_OP_LOG_SOFTMAX:
 			return softmax();
+		case NEURON_OP_UNARY_MATH:
+			return unary_math();
+		case NEURON_OP_BINARY_MATH:
+			return binary_math();
+		case NEURON_OP_COMPARE:
+		case NEURON_OP_COMPARE_SCALAR:
+			return compare();
+		case NEURON_OP_WHERE:
+			return where();
+		case NEURON_OP_INDEX_SELECT:
+		case NEURON_OP_INDEX_ADD:
+		case NEURON_OP_GATHER:
+		case NEURON_OP_SCATTER_ADD:
+			return indexing();
 		default:
 			return elementwise();
 		}

@@ -179,6 +179,11 @@ public:
 	int wait(const Fence &f, int64_t deadline_ns);
 	// Non-blocking: 1 done ok, 0 pending, -errno failed.
 	int poll(const Fence &f);
+	// The highest point the queue timeline `syncobj` (a Fence's syncobj) has
+	// reached: every job up to it is done (the emu queue's `completed`
+	// counter). Reaps their statuses; call it (or wait/poll) regularly, each
+	// unreaped job holds a small status syncobj in the kernel.
+	uint64_t completed(uint32_t syncobj);
 	// BO_WAIT: all jobs using the BO finished (false on timeout).
 	bool wait_bo(uint32_t handle, int64_t deadline_ns);
 	// GET_RESET_STATUS.

@@ -15,8 +15,11 @@
 # 3. Builds neuron.ko and the static test programs, packs an initramfs with
 #    busybox, the DRM modules neuron.ko needs and the tests, boots the kernel
 #    once in QEMU (TCG) and runs every test there.
-# 4. Prints "N passed, N failed"; exits non-zero on any failure or on a kernel
-#    oops/WARNING/BUG/KASAN/lockdep splat in the console log.
+# 4. Boots a second time for the kmd backend library (tests/driver/kmd-suite.sh:
+#    runtime/kmd + tests/kmd/kmd_test.cpp against the driver; skip with
+#    NEURON_SUITE_SKIP_KMD=1).
+# 5. Prints "N passed, N failed" (both boots); exits non-zero on any failure or
+#    on a kernel oops/WARNING/BUG/KASAN/lockdep splat in a console log.
 #
 # Environment: NEURON_SUITE_DIR (work directory, default
 # /var/tmp/neuron-driver-suite), NEURON_SUITE_TIMEOUT (QEMU wall-clock limit
@@ -230,6 +233,13 @@ tr -d '\r' <"$LOG" >"$LOG.txt"
 grep -E '^(PASS|FAIL|# )' "$LOG.txt" | tee -a "$RESULTS" >/dev/null || true
 grep -E '^(PASS|FAIL)' "$LOG.txt" || true
 grep -E '^# ' "$LOG.txt" || true
+
+# --- second boot: the kmd backend library (runtime/kmd, tests/kmd) ----------
+# Its PASS/FAIL lines go to $RESULTS, so the closing line counts them too.
+if [ "${NEURON_SUITE_SKIP_KMD:-0}" != 1 ]; then
+	bash "$HERE/kmd-suite.sh" "$ROOT" "$WORK" "$KVER" "$VMLINUZ" "$KO" "$IRD" "$RESULTS" "$QEMU_TIMEOUT" ||
+		echo "FAIL: kmd_suite" >>"$RESULTS"
+fi
 
 # --- verdict -------------------------------------------------------------------
 passed=$(grep -c '^PASS' "$RESULTS" || true)

@@ -1,7 +1,7 @@
 // Native kernels: each ATen op becomes one or a few chip commands (runtime/kernels).
 // Ops whose arguments the chip cannot take (dtype, rank) go to the CPU through
 // note_fallback() + a host computation, exactly as the boxed fallback would.
-#include "encode.h"
+#include "cmds.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/Functions.h>
@@ -12,106 +12,6 @@ namespace torch_neuron {
 
 namespace {
 
-using at::Tensor;
-using c10::Scalar;
-
-bool is_host_scalar(const Tensor &t) { return t.device().is_cpu() && t.dim() == 0; }
-
-c10::TensorOptions dev_opts(const Tensor &like, c10::ScalarType dt) { return like.options().dtype(dt); }
-
-bool same_view(const Tensor &a, const Tensor &b)
-{
-	return a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-	       a.scalar_type() == b.scalar_type();
-}
-
-bool mem_overlap(const Tensor &a, const Tensor &b)
-{
-	if (!a.storage().is_alias_of(b.storage()) || a.numel() == 0 || b.numel() == 0)
-		return false;
-	auto span = [](const Tensor &t) {
-		int64_t last = 0;
-		for (int i = 0; i < t.dim(); ++i)
-			last += (t.size(i) - 1) * t.stride(i);
-		const auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
-		return std::make_pair(lo, lo + (last + 1) * t.itemsize());
-	};
-	auto [al, ah] = span(a);
-	auto [bl, bh] = span(b);
-	return al < bh && bl < ah;
-}
-
-// An input for an op writing `out`: a private copy if it partially overlaps out.
-Tensor safe_input(const Tensor &in, const Tensor &out)
-{
-	if (in.device().is_privateuseone() && mem_overlap(in, out) && !same_view(in.expand(out.sizes()), out))
-		return in.clone();
-	return in;
-}
-
-void set_scalar(neuron_cmd &cmd, const Tensor &out, const Scalar &s)
-{
-	if (at::isFloatingType(out.scalar_type()))
-		cmd.fscalars.f[0] = s.toDouble();
-	else
-		cmd.iscalars[1] = s.toLong();
-}
-
-// out = a (op) s, with reverse = s (op) a.
-void scalar_op(int op, const Tensor &out, const Tensor &a, const Scalar &s, bool reverse = false)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, op, 2);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
-	set_scalar(cmd, out, s);
-	cmd.iscalars[0] = reverse ? 1 : 0;
-	submit(out, cmd);
-}
-
-void unary_op(int op, const Tensor &out, const Tensor &in, int64_t i0 = 0)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, op, 2);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(in, out).expand(out.sizes()));
-	cmd.iscalars[0] = i0;
-	submit(out, cmd);
-}
-
-void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, double alpha = 1.0)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, op, 3);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
-	cmd.operands[2] = desc(safe_input(b, out).expand(out.sizes()));
-	if (op == NEURON_OP_ADD || op == NEURON_OP_SUB)
-		cmd.fscalars.f[0] = alpha;
-	submit(out, cmd);
-}
-
-void fill_cmd(const Tensor &out, const Scalar &v)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_FILL, 1);
-	cmd.operands[0] = desc(out);
-	if (at::isFloatingType(out.scalar_type()))
-		cmd.fscalars.f[0] = v.toDouble();
-	else if (out.scalar_type() == c10::kBool)
-		cmd.iscalars[0] = v.toBool() ? 1 : 0;
-	else
-		cmd.iscalars[0] = v.toLong();
-	submit(out, cmd);
-}
 
 Tensor host_result(const char *name, const Tensor &r_cpu, const Tensor &like)
 {
@@ -263,15 +163,6 @@ Tensor rsub_t(const Tensor &a, const Tensor &b, const Scalar &al) { NEURON_NATIV
 
 // ---- unary ----
 
-bool float_dev(const Tensor &t) { return t.device().is_privateuseone() && at::isFloatingType(t.scalar_type()) && chip_ok(t); }
-
-Tensor float_out_like(const Tensor &self)
-{
-	const c10::ScalarType dt = at::isFloatingType(self.scalar_type()) ? self.scalar_type()
-									      : c10::typeMetaToScalarType(c10::get_default_dtype());
-	return at::empty(self.sizes(), self.options().dtype(dt));
-}
-
 template <typename CpuFn>
 Tensor &unary_into(const char *name, int op, Tensor &out, const Tensor &self, CpuFn cpu, int64_t i0 = 0)
 {
@@ -358,31 +249,6 @@ Tensor neg_f(const Tensor &self)
 }
 Tensor &neg_i(Tensor &self) { return neg_o(self, self); }
 
-// sigmoid(x) = 0.5 * tanh(0.5 x) + 0.5
-Tensor &sigmoid_o(const Tensor &self, Tensor &out)
-{
-	NEURON_NATIVE("sigmoid");
-	if (out.sizes() != self.sizes())
-		out.resize_(self.sizes());
-	if (!float_dev(self) || !float_dev(out)) {
-		note_fallback("sigmoid");
-		out.copy_(at::sigmoid(self.cpu()));
-		return out;
-	}
-	Tensor t = at::empty(self.sizes(), out.options());
-	scalar_op(NEURON_OP_MUL_SCALAR, t, self, 0.5);
-	unary_op(NEURON_OP_TANH, t, t);
-	scalar_op(NEURON_OP_MUL_SCALAR, t, t, 0.5);
-	scalar_op(NEURON_OP_ADD_SCALAR, out, t, 0.5);
-	return out;
-}
-Tensor sigmoid_f(const Tensor &self)
-{
-	Tensor out = float_out_like(self);
-	return sigmoid_o(self, out);
-}
-Tensor &sigmoid_i(Tensor &self) { return sigmoid_o(self, self); }
-
 // ---- activation backwards composed from chip ops ----
 
 Tensor tanh_backward(const Tensor &g, const Tensor &y)
@@ -421,7 +287,7 @@ Tensor silu_backward(const Tensor &g, const Tensor &x)
 		note_fallback("silu_backward");
 		return at::silu_backward(g.cpu(), x.cpu()).to(g.device());
 	}
-	Tensor s = sigmoid_f(x);
+	Tensor s = at::sigmoid(x);
 	Tensor t = at::empty(at::infer_size(g.sizes(), x.sizes()), g.options());
 	scalar_op(NEURON_OP_SUB_SCALAR, t, s, 1.0, true);
 	binary_op(NEURON_OP_MUL, t, t, x);
@@ -558,48 +424,6 @@ Tensor baddbmm(const Tensor &self, const Tensor &a, const Tensor &b, const Scala
 }
 
 // ---- reductions ----
-
-int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims)
-{
-	const int64_t nd = self.dim();
-	if (!dims || dims->empty())
-		return nd == 0 ? 0 : (int64_t{1} << nd) - 1;
-	int64_t m = 0;
-	for (int64_t d : *dims)
-		m |= int64_t{1} << c10::maybe_wrap_dim(d, std::max<int64_t>(nd, 1));
-	return nd == 0 ? 0 : m;
-}
-
-std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask)
-{
-	std::vector<int64_t> s(self.sizes().begin(), self.sizes().end());
-	for (int64_t i = 0; i < self.dim(); ++i)
-		if ((mask >> i) & 1)
-			s[i] = 1;
-	return s;
-}
-
-std::vector<int64_t> drop_shape(const Tensor &self, int64_t mask)
-{
-	std::vector<int64_t> s;
-	for (int64_t i = 0; i < self.dim(); ++i)
-		if (!((mask >> i) & 1))
-			s.push_back(self.size(i));
-	return s;
-}
-
-// Reduces into out (any shape with out.numel() == the result's); returns out.
-void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask)
-{
-	if (out_keep.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, op, 2);
-	cmd.operands[0] = desc(out_keep);
-	cmd.operands[1] = desc(self);
-	cmd.iscalars[0] = mask;
-	submit(out_keep, cmd);
-}
 
 Tensor &reduce_out(const char *name, int op, const Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
 		   Tensor &out)
@@ -772,9 +596,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("gelu", &gelu_f);
 	m.impl("gelu_", &gelu_i);
 	m.impl("gelu.out", &gelu_o);
-	m.impl("sigmoid", &sigmoid_f);
-	m.impl("sigmoid_", &sigmoid_i);
-	m.impl("sigmoid.out", &sigmoid_o);
 	m.impl("tanh_backward", &tanh_backward);
 	m.impl("sigmoid_backward", &sigmoid_backward);
 	m.impl("silu_backward", &silu_backward);

@@ -498,8 +498,20 @@ void op_set_rng_state(int64_t dev, const at::Tensor &state)
 }
 } // namespace
 
+// Test hook: submits a command naming memory this process does not own, so the
+// device faults the stream (as a kernel bug would); the next sync raises.
+void op_inject_fault(int64_t device)
+{
+	neuron_cmd cmd;
+	neuron_cmd_init(&cmd, NEURON_OP_FILL, 1);
+	const int64_t sz[1] = {16};
+	cmd.operands[0] = neuron_desc_contiguous(uint64_t{1} << 40, NEURON_DTYPE_F32, 1, sz);
+	submit_core(current_queues(device), cmd);
+}
+
 TORCH_LIBRARY_FRAGMENT(neuron, m)
 {
+	m.def("_inject_fault(int device) -> ()", &op_inject_fault);
 	m.def("manual_seed(int device, int seed) -> ()", &op_manual_seed);
 	m.def("initial_seed(int device) -> int", &op_initial_seed);
 	m.def("get_rng_state(int device) -> Tensor", &op_get_rng_state);

@@ -75,10 +75,11 @@ neuron_client *connect_locked(Devices &d)
 	return c;
 }
 
+// Called with devs().mu held or after the connection exists.
 void create_queues(StreamQueues &sq)
 {
-	neuron_client *c = client();
-	const uint32_t core = static_cast<uint32_t>(sq.id) % core_count(sq.device);
+	neuron_client *c = devs().client;
+	const uint32_t core = static_cast<uint32_t>(sq.id) % std::max<uint32_t>(1, devs().cores[sq.device]);
 	neuron_queue *q = nullptr, *dq = nullptr;
 	check(neuron_queue_create(c, sq.device, NEURON_QUEUE_CORE, core, 1024, &q), "creating a core queue");
 	neuron_status s = neuron_queue_create(c, sq.device, NEURON_QUEUE_DMA, 0, 256, &dq);
@@ -213,8 +214,19 @@ StreamQueues &current_queues(int device)
 
 [[noreturn]] void stream_failed(StreamQueues &sq, neuron_status s, const char *what)
 {
-	const std::string msg = neuron_last_error();
+	std::string msg = neuron_last_error();
 	if (s == NEURON_ERR_FAULT) {
+		// Report the root cause: a DMA queue that waited on a faulted core queue
+		// faults too, with a less useful reason.
+		for (neuron_queue *q : {sq.core, sq.dma}) {
+			neuron_fault f{};
+			if (q && neuron_queue_fault(q, &f) == NEURON_OK && f.code != NEURON_FAULT_NONE &&
+			    f.code != NEURON_FAULT_BAD_WAIT) {
+				msg = std::string(q == sq.core ? "core" : "DMA") + " queue fault at command " +
+				      std::to_string(f.seq) + ": " + f.reason;
+				break;
+			}
+		}
 		// The old queues stay mapped (events may still name them) but get no more work.
 		try {
 			create_queues(sq);

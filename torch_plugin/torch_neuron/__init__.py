@@ -28,11 +28,36 @@ def _load():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    _patch_printing()
+
+
+def _patch_printing():
+    # Formatting a tensor runs a dozen small reductions on its data; do that on a host
+    # copy (as torch does for XLA) instead of on the device through the fallback.
+    import torch._tensor_str as ts
+
+    orig = ts._tensor_str
+    if getattr(orig, "_neuron", False):
+        return
+
+    def _tensor_str(self, indent):
+        if self.device.type == "neuron":
+            with torch.no_grad():
+                self = self.to("cpu")
+        return orig(self, indent)
+
+    _tensor_str._neuron = True
+    ts._tensor_str = _tensor_str
 
 
 def _autoload():
     """Entry point of the ``torch.backends`` group: called at the end of ``import torch``."""
-    _load()
+    try:
+        _load()
+    except OSError as e:  # a broken install must not break `import torch`
+        import warnings
+
+        warnings.warn(f"torch_neuron could not load its native library: {e}; device 'neuron' is unavailable")
 
 
 _load()

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 0
+#define NEURON_CMD_ABI_MINOR 1
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -93,7 +93,79 @@ enum neuron_opcode {
 	NEURON_OP_EXP = 20,
 	/* out = softmax(in) along dim i[0]. Floating dtypes; out and in same shape. */
 	NEURON_OP_SOFTMAX = 21,
-	NEURON_OP_COUNT_ = 22,
+
+	/* ---- ISA 1.1 (math, comparisons, selection, log-softmax, indexing) ---- */
+	/*
+	 * out = f(in), f chosen by i[0] (enum neuron_unary_fn); floating dtypes, same
+	 * shape. POW uses f[0] (exponent); CLAMP uses f[0] (min) if i[1] bit 0 and f[1]
+	 * (max) if i[1] bit 1. Other functions take no further scalars.
+	 */
+	NEURON_OP_UNARY_MATH = 22,
+	/*
+	 * out = f(a, b), f chosen by i[0] (enum neuron_binary_fn). MAXIMUM/MINIMUM:
+	 * any dtype but bool; the others floating. GELU_BACKWARD: out = a * gelu'(b)
+	 * with i[1] = 0 (erf) or 1 (tanh). THRESHOLD_BACKWARD: out = b > f[0] ? a : 0.
+	 */
+	NEURON_OP_BINARY_MATH = 23,
+	/* out (bool) = a (cmp) b, cmp chosen by i[0] (enum neuron_compare_fn); a and b
+	 * any dtype, compared as double. */
+	NEURON_OP_COMPARE = 24,
+	/* out (bool) = a (cmp) f[0], i[0] as for COMPARE. */
+	NEURON_OP_COMPARE_SCALAR = 25,
+	/* out = cond ? a : b. cond bool; a and b have out's dtype. */
+	NEURON_OP_WHERE = 26,
+	/* out = log_softmax(in) along dim i[0]; as SOFTMAX. */
+	NEURON_OP_LOG_SOFTMAX = 27,
+	/*
+	 * Indexing along dim i[0]; index tensors are i32 or i64 and every index must
+	 * lie in [0, size of that dim) (an index outside faults the command).
+	 * INDEX_SELECT (out, in, index[1-d]): out[.., j, ..] = in[.., index[j], ..]
+	 * INDEX_ADD    (out, index[1-d], src): out[.., index[j], ..] += src[.., j, ..]
+	 * GATHER       (out, in, index):  out[i][j] = in[i][index[i][j]] (dim 1), index has out's shape
+	 * SCATTER_ADD  (out, index, src): out[i][index[i][j]] += src[i][j] (dim 1), index has src's shape
+	 * out and in/src share one dtype (not bool for the adds).
+	 */
+	NEURON_OP_INDEX_SELECT = 28,
+	NEURON_OP_INDEX_ADD = 29,
+	NEURON_OP_GATHER = 30,
+	NEURON_OP_SCATTER_ADD = 31,
+	NEURON_OP_COUNT_ = 32,
+};
+
+/* Functions of NEURON_OP_UNARY_MATH (i[0]). */
+enum neuron_unary_fn {
+	NEURON_UNARY_LOG = 0,
+	NEURON_UNARY_SQRT = 1,
+	NEURON_UNARY_RSQRT = 2,
+	NEURON_UNARY_ABS = 3,
+	NEURON_UNARY_SIGMOID = 4,
+	NEURON_UNARY_ERF = 5,
+	NEURON_UNARY_RECIPROCAL = 6,
+	NEURON_UNARY_POW = 7,
+	NEURON_UNARY_CLAMP = 8,
+	NEURON_UNARY_NEG = 9,
+	NEURON_UNARY_COUNT_ = 10,
+};
+
+/* Functions of NEURON_OP_BINARY_MATH (i[0]). */
+enum neuron_binary_fn {
+	NEURON_BINARY_MAXIMUM = 0,
+	NEURON_BINARY_MINIMUM = 1,
+	NEURON_BINARY_POW = 2,
+	NEURON_BINARY_GELU_BACKWARD = 3,
+	NEURON_BINARY_THRESHOLD_BACKWARD = 4,
+	NEURON_BINARY_COUNT_ = 5,
+};
+
+/* Comparisons of NEURON_OP_COMPARE / COMPARE_SCALAR (i[0]). */
+enum neuron_compare_fn {
+	NEURON_CMP_EQ = 0,
+	NEURON_CMP_NE = 1,
+	NEURON_CMP_LT = 2,
+	NEURON_CMP_LE = 3,
+	NEURON_CMP_GT = 4,
+	NEURON_CMP_GE = 5,
+	NEURON_CMP_COUNT_ = 6,
 };
 
 /* Where a tensor descriptor's address points. */

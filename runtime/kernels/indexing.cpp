@@ -1,0 +1,210 @@
+// ISA 1.1 indexing: INDEX_SELECT, INDEX_ADD, GATHER, SCATTER_ADD along dim i[0].
+//
+// Index values are data, so their range is checked here (check_semantics cannot):
+// every index is validated before anything is written, and one out of range faults
+// the command with the offending value and position. The adds accumulate in double
+// and run in index order on one thread, so duplicate indices add deterministically.
+#include "block.h"
+#include "iterate.h"
+#include "ops.h"
+#include "parallel.h"
+
+#include <cstring>
+#include <string>
+
+namespace neuron::kernels::detail {
+
+namespace {
+
+int64_t index_at(const View &ix, const int64_t *pos)
+{
+	int64_t off = 0;
+	for (int d = 0; d < ix.ndim; ++d)
+		off += pos[d] * ix.strides[d];
+	const std::byte *p = ix.data + off * static_cast<int64_t>(dtype_size(ix.dtype));
+	return ix.dtype == NEURON_DTYPE_I32 ? static_cast<int64_t>(ld<int32_t>(p)) : ld<int64_t>(p);
+}
+
+template <class F> void for_each_pos(int ndim, const int64_t *sizes, F &&f)
+{
+	int64_t total = 1;
+	for (int d = 0; d < ndim; ++d)
+		total *= sizes[d];
+	int64_t pos[NEURON_MAX_DIMS] = {};
+	for (int64_t n = 0; n < total; ++n) {
+		f(pos);
+		for (int d = ndim - 1; d >= 0; --d) {
+			if (++pos[d] < sizes[d])
+				break;
+			pos[d] = 0;
+		}
+	}
+}
+
+std::byte *elem(const View &v, const int64_t *pos)
+{
+	int64_t off = 0;
+	for (int d = 0; d < v.ndim; ++d)
+		off += pos[d] * v.strides[d];
+	return v.data + off * static_cast<int64_t>(dtype_size(v.dtype));
+}
+
+Fault range_fault(const char *op, int64_t value, int64_t j, int64_t size, int dim)
+{
+	return exec_fault(std::string(op) + ": index " + std::to_string(value) + " at position " + std::to_string(j) +
+			  " is out of range for dim " + std::to_string(dim) + " of size " + std::to_string(size));
+}
+
+// Calls f(dst_run, src_run, dst_stride, src_stride, n) over the slice shape
+// (sizes with dim set to 1) of two views offset to their slices.
+template <class F> void slice_runs(const View &a, std::byte *abase, const View &b, std::byte *bbase, int dim, F &&f)
+{
+	int64_t shape[NEURON_MAX_DIMS];
+	std::copy(a.sizes, a.sizes + NEURON_MAX_DIMS, shape);
+	shape[dim] = 1;
+	const int64_t *strides[2] = {a.strides, b.strides};
+	const size_t esz[2] = {dtype_size(a.dtype), dtype_size(b.dtype)};
+	std::byte *ptrs[2] = {abase, bbase};
+	const auto it = make_iter<2>(a.ndim, shape, strides, esz, ptrs);
+	if (it.numel == 0)
+		return;
+	for_each_run(it, 0, it.numel, [&](std::byte *const *p, const int64_t *s, int64_t n) { f(p[0], p[1], s[0], s[1], n); });
+}
+
+void add_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, uint8_t ddt, uint8_t sdt)
+{
+	for (int64_t off = 0; off < n; off += kBlock) {
+		const int64_t m = std::min(kBlock, n - off);
+		double a[kBlock], b[kBlock];
+		load_block<double>(a, dst + off * ds, ds, m, ddt);
+		load_block<double>(b, src + off * ss, ss, m, sdt);
+		for (int64_t i = 0; i < m; ++i)
+			a[i] += b[i];
+		if (is_floating(ddt)) {
+			store_block<double>(dst + off * ds, ds, a, m, ddt);
+		} else {
+			int64_t r[kBlock];
+			for (int64_t i = 0; i < m; ++i)
+				r[i] = static_cast<int64_t>(a[i]);
+			store_block<int64_t>(dst + off * ds, ds, r, m, ddt);
+		}
+	}
+}
+
+} // namespace
+
+Result run_index_select(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const View &out = v[0], &in = v[1], &ix = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t count = out.ndim ? out.sizes[dim] : 1;
+	const int64_t limit = in.ndim ? in.sizes[dim] : 1;
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		if (k < 0 || k >= limit)
+			return range_fault("index_select", k, j, limit, dim);
+	}
+	if (out.ndim == 0) {
+		std::memcpy(out.data, in.data, dtype_size(out.dtype));
+		return std::nullopt;
+	}
+	const size_t es = dtype_size(out.dtype);
+	int64_t slice = 1;
+	for (int d = 0; d < out.ndim; ++d)
+		slice *= d == dim ? 1 : out.sizes[d];
+	const int nt = static_cast<int>(std::min<int64_t>(threads_for(count * slice, kElementwiseGrain, max_threads), count));
+	parallel_ranges(count, std::max(nt, 1), [&](int64_t b, int64_t e, int) {
+		for (int64_t j = b; j < e; ++j) {
+			const int64_t k = index_at(ix, &j);
+			slice_runs(out, out.data + j * out.strides[dim] * static_cast<int64_t>(es), in,
+				   in.data + k * in.strides[dim] * static_cast<int64_t>(es), dim,
+				   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
+					   if (dsd == static_cast<int64_t>(es) && ssd == static_cast<int64_t>(es))
+						   std::memcpy(d, s, static_cast<size_t>(n) * es);
+					   else
+						   for (int64_t i = 0; i < n; ++i)
+							   std::memcpy(d + i * dsd, s + i * ssd, es);
+				   });
+		}
+	});
+	return std::nullopt;
+}
+
+Result run_index_add(const neuron_cmd &cmd, std::span<const View> v, int)
+{
+	const View &out = v[0], &ix = v[1], &src = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t count = src.ndim ? src.sizes[dim] : 1;
+	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		if (k < 0 || k >= limit)
+			return range_fault("index_add", k, j, limit, dim);
+	}
+	if (out.ndim == 0) {
+		add_run(out.data, 0, src.data, 0, 1, out.dtype, src.dtype);
+		return std::nullopt;
+	}
+	const int64_t oes = static_cast<int64_t>(dtype_size(out.dtype)), ses = static_cast<int64_t>(dtype_size(src.dtype));
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		slice_runs(out, out.data + k * out.strides[dim] * oes, src, src.data + j * src.strides[dim] * ses, dim,
+			   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
+				   add_run(d, dsd, s, ssd, n, out.dtype, src.dtype);
+			   });
+	}
+	return std::nullopt;
+}
+
+Result run_gather(const neuron_cmd &cmd, std::span<const View> v, int)
+{
+	const View &out = v[0], &in = v[1], &ix = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t limit = in.ndim ? in.sizes[dim] : 1;
+	std::optional<Fault> f;
+	int64_t n = 0;
+	for_each_pos(out.ndim, out.sizes, [&](const int64_t *pos) {
+		const int64_t k = index_at(ix, pos);
+		if (!f && (k < 0 || k >= limit))
+			f = range_fault("gather", k, n, limit, dim);
+		++n;
+	});
+	if (f)
+		return f;
+	const size_t es = dtype_size(out.dtype);
+	for_each_pos(out.ndim, out.sizes, [&](const int64_t *pos) {
+		int64_t p2[NEURON_MAX_DIMS];
+		std::copy(pos, pos + NEURON_MAX_DIMS, p2);
+		if (in.ndim)
+			p2[dim] = index_at(ix, pos);
+		std::memcpy(elem(out, pos), elem(in, p2), es);
+	});
+	return std::nullopt;
+}
+
+Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int)
+{
+	const View &out = v[0], &ix = v[1], &src = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
+	std::optional<Fault> f;
+	int64_t n = 0;
+	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
+		const int64_t k = index_at(ix, pos);
+		if (!f && (k < 0 || k >= limit))
+			f = range_fault("scatter_add", k, n, limit, dim);
+		++n;
+	});
+	if (f)
+		return f;
+	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
+		int64_t p2[NEURON_MAX_DIMS];
+		std::copy(pos, pos + NEURON_MAX_DIMS, p2);
+		if (out.ndim)
+			p2[dim] = index_at(ix, pos);
+		add_run(elem(out, p2), 0, elem(src, pos), 0, 1, out.dtype, src.dtype);
+	});
+	return std::nullopt;
+}
+
+} // namespace neuron::kernels::detail

@@ -1,0 +1,188 @@
+// ISA 1.1 pointwise families: UNARY_MATH (log, sqrt, rsqrt, abs, sigmoid, erf,
+// reciprocal, pow, clamp, neg), BINARY_MATH (maximum, minimum, pow, gelu and
+// threshold backward), COMPARE / COMPARE_SCALAR (bool results) and WHERE.
+//
+// Floating math runs in float on blocks converted from any dtype (block.h), as the
+// other elementwise kernels do; comparisons and maximum/minimum run in double so
+// integer operands up to 2^53 compare exactly. WHERE moves raw elements (a, b and
+// out share one dtype), so it is exact for every dtype.
+#include "block.h"
+#include "iterate.h"
+#include "ops.h"
+#include "parallel.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace neuron::kernels::detail {
+
+namespace {
+
+template <int N, class F> void pointwise(std::span<const View> v, int max_threads, F &&body)
+{
+	const int64_t *strides[N];
+	size_t esz[N];
+	std::byte *ptrs[N];
+	for (int k = 0; k < N; ++k) {
+		strides[k] = v[k].strides;
+		esz[k] = dtype_size(v[k].dtype);
+		ptrs[k] = v[k].data;
+	}
+	const auto it = make_iter<N>(v[0].ndim, v[0].sizes, strides, esz, ptrs);
+	if (it.numel == 0)
+		return;
+	const int nt = threads_for(it.numel, kElementwiseGrain, max_threads);
+	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
+		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
+			for (int64_t off = 0; off < n; off += kBlock) {
+				const int64_t m = std::min(kBlock, n - off);
+				std::byte *q[N];
+				for (int k = 0; k < N; ++k)
+					q[k] = p[k] + off * s[k];
+				body(q, s, m);
+			}
+		});
+	});
+}
+
+inline float gelu_grad(float x, bool tanh_form)
+{
+	if (tanh_form) {
+		constexpr float k = 0.7978845608028654f, c = 0.044715f;
+		const float x3 = x * x * x;
+		const float t = std::tanh(k * (x + c * x3));
+		return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+	}
+	constexpr float inv_sqrt2 = 0.7071067811865476f, inv_sqrt_2pi = 0.3989422804014327f;
+	return 0.5f * (1 + std::erf(x * inv_sqrt2)) + x * inv_sqrt_2pi * std::exp(-0.5f * x * x);
+}
+
+} // namespace
+
+Result run_unary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const int fn = static_cast<int>(cmd.iscalars[0]);
+	const int64_t flags = cmd.iscalars[1];
+	const float p0 = static_cast<float>(cmd.fscalars.f[0]), p1 = static_cast<float>(cmd.fscalars.f[1]);
+	const uint8_t odt = v[0].dtype, idt = v[1].dtype;
+	pointwise<2>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		float x[kBlock];
+		load_block<float>(x, q[1], s[1], n, idt);
+		switch (fn) {
+		case NEURON_UNARY_LOG: for (int64_t i = 0; i < n; ++i) x[i] = std::log(x[i]); break;
+		case NEURON_UNARY_SQRT: for (int64_t i = 0; i < n; ++i) x[i] = std::sqrt(x[i]); break;
+		case NEURON_UNARY_RSQRT: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / std::sqrt(x[i]); break;
+		case NEURON_UNARY_ABS: for (int64_t i = 0; i < n; ++i) x[i] = std::fabs(x[i]); break;
+		case NEURON_UNARY_SIGMOID: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i])); break;
+		case NEURON_UNARY_ERF: for (int64_t i = 0; i < n; ++i) x[i] = std::erf(x[i]); break;
+		case NEURON_UNARY_RECIPROCAL: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / x[i]; break;
+		case NEURON_UNARY_POW:
+			if (p0 == 2.0f)
+				for (int64_t i = 0; i < n; ++i) x[i] = x[i] * x[i];
+			else
+				for (int64_t i = 0; i < n; ++i) x[i] = std::pow(x[i], p0);
+			break;
+		case NEURON_UNARY_CLAMP:
+			// NaN stays NaN (as torch.clamp): comparisons with NaN are false.
+			if (flags & 1)
+				for (int64_t i = 0; i < n; ++i) x[i] = x[i] < p0 ? p0 : x[i];
+			if (flags & 2)
+				for (int64_t i = 0; i < n; ++i) x[i] = x[i] > p1 ? p1 : x[i];
+			break;
+		default: for (int64_t i = 0; i < n; ++i) x[i] = -x[i]; break; // NEG
+		}
+		store_block<float>(q[0], s[0], x, n, odt);
+	});
+	return std::nullopt;
+}
+
+Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const int fn = static_cast<int>(cmd.iscalars[0]);
+	const bool tanh_form = cmd.iscalars[1] == 1;
+	const double thr = cmd.fscalars.f[0];
+	const uint8_t odt = v[0].dtype, adt = v[1].dtype, bdt = v[2].dtype;
+	pointwise<3>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		if (fn == NEURON_BINARY_MAXIMUM || fn == NEURON_BINARY_MINIMUM) {
+			double a[kBlock], b[kBlock];
+			load_block<double>(a, q[1], s[1], n, adt);
+			load_block<double>(b, q[2], s[2], n, bdt);
+			const bool mx = fn == NEURON_BINARY_MAXIMUM;
+			for (int64_t i = 0; i < n; ++i) // NaN propagates, as torch.maximum
+				a[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (mx ? std::max(a[i], b[i]) : std::min(a[i], b[i]));
+			if (is_floating(odt)) {
+				float f[kBlock];
+				for (int64_t i = 0; i < n; ++i)
+					f[i] = static_cast<float>(a[i]);
+				store_block<float>(q[0], s[0], f, n, odt);
+			} else {
+				int64_t r[kBlock];
+				for (int64_t i = 0; i < n; ++i)
+					r[i] = static_cast<int64_t>(a[i]);
+				store_block<int64_t>(q[0], s[0], r, n, odt);
+			}
+			return;
+		}
+		float a[kBlock], b[kBlock];
+		load_block<float>(a, q[1], s[1], n, adt);
+		load_block<float>(b, q[2], s[2], n, bdt);
+		switch (fn) {
+		case NEURON_BINARY_POW: for (int64_t i = 0; i < n; ++i) a[i] = std::pow(a[i], b[i]); break;
+		case NEURON_BINARY_GELU_BACKWARD: for (int64_t i = 0; i < n; ++i) a[i] *= gelu_grad(b[i], tanh_form); break;
+		default: // THRESHOLD_BACKWARD
+			for (int64_t i = 0; i < n; ++i)
+				a[i] = b[i] > thr ? a[i] : 0.0f;
+			break;
+		}
+		store_block<float>(q[0], s[0], a, n, odt);
+	});
+	return std::nullopt;
+}
+
+Result run_compare(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const int fn = static_cast<int>(cmd.iscalars[0]);
+	const bool scalar = cmd.opcode == NEURON_OP_COMPARE_SCALAR;
+	const double sv = cmd.fscalars.f[0];
+	auto body = [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		double a[kBlock], b[kBlock];
+		load_block<double>(a, q[1], s[1], n, v[1].dtype);
+		if (scalar)
+			for (int64_t i = 0; i < n; ++i)
+				b[i] = sv;
+		else
+			load_block<double>(b, q[2], s[2], n, v[2].dtype);
+		for (int64_t i = 0; i < n; ++i) {
+			bool r;
+			switch (fn) {
+			case NEURON_CMP_EQ: r = a[i] == b[i]; break;
+			case NEURON_CMP_NE: r = a[i] != b[i]; break;
+			case NEURON_CMP_LT: r = a[i] < b[i]; break;
+			case NEURON_CMP_LE: r = a[i] <= b[i]; break;
+			case NEURON_CMP_GT: r = a[i] > b[i]; break;
+			default: r = a[i] >= b[i]; break;
+			}
+			const uint8_t byte = r ? 1 : 0;
+			std::memcpy(q[0] + i * s[0], &byte, 1);
+		}
+	};
+	if (scalar)
+		pointwise<2>(v, max_threads, body);
+	else
+		pointwise<3>(v, max_threads, body);
+	return std::nullopt;
+}
+
+Result run_where(std::span<const View> v, int max_threads)
+{
+	const size_t es = dtype_size(v[0].dtype);
+	pointwise<4>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		for (int64_t i = 0; i < n; ++i) {
+			const bool c = std::to_integer<uint8_t>(q[1][i * s[1]]) != 0;
+			std::memmove(q[0] + i * s[0], c ? q[2] + i * s[2] : q[3] + i * s[3], es);
+		}
+	});
+	return std::nullopt;
+}
+
+} // namespace neuron::kernels::detail

@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Second QEMU boot of the driver suite: the kmd backend library
+# (runtime/kmd) and its test program (tests/kmd/kmd_test.cpp) against the
+# real neuron.ko. Called by run-qemu-suite.sh after its main boot, with
+#
+#   kmd-suite.sh ROOT WORK KVER VMLINUZ KO BASE_INITRAMFS_DIR RESULTS TIMEOUT
+#
+# 1. Builds a static kmd_test with g++ (runtime/kernels + runtime/kmd +
+#    the test; libdrm.a and OpenBLAS's libopenblas.a), cached by a hash of
+#    the sources in WORK/kmd.
+# 2. Packs an initramfs: the main boot's (busybox, DRM modules, neuron.ko)
+#    with tests/driver/guest-init-kmd.sh as /init and kmd_test.
+# 3. Boots it, appends the PASS/FAIL lines to RESULTS, plus a FAIL line for
+#    a missing end marker, a timeout or a kernel splat.
+# Standalone: NEURON_SUITE_DIR=... bash tests/driver/run-qemu-suite.sh runs it.
+set -uo pipefail
+
+ROOT=$1 WORK=$2 KVER=$3 VMLINUZ=$4 KO=$5 BASE_IRD=$6 RESULTS=$7 QEMU_TIMEOUT=$8
+HERE=$ROOT/tests/driver
+KW=$WORK/kmd
+mkdir -p "$KW/obj"
+say() { echo "[driver-suite] kmd: $*"; }
+result_fail() { echo "FAIL: $1" >>"$RESULTS"; [ -n "${2:-}" ] && echo "# $2" >>"$RESULTS"; echo "FAIL: $1${2:+ ($2)}"; }
+
+# --- 1. static kmd_test ---------------------------------------------------------
+srcs=("$ROOT"/runtime/kernels/*.cpp "$ROOT"/runtime/kmd/*.cpp "$ROOT"/tests/kmd/kmd_test.cpp)
+hdrs=("$ROOT"/runtime/kernels/*.h "$ROOT"/runtime/kmd/*.h "$ROOT"/runtime/include/neuron/*.h
+      "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
+BIN=$KW/kmd_test
+stamp=$(cat "${srcs[@]}" "${hdrs[@]}" "$0" | sha256sum | cut -d' ' -f1)
+if [ ! -x "$BIN" ] || [ "$(cat "$KW/kmd_test.stamp" 2>/dev/null)" != "$stamp" ]; then
+	say "building static kmd_test (${#srcs[@]} sources, -j2)"
+	t0=$(date +%s)
+	BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
+	BLAS_A=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
+	[ -f "$BLAS_A" ] || BLAS_A=/usr/lib/x86_64-linux-gnu/libopenblas.a
+	CXXFLAGS="-std=c++20 -O2 -g0 -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
+		-I$ROOT/runtime/include -I$ROOT/runtime/kernels -I$ROOT/runtime/kmd \
+		-I$ROOT/driver/include/uapi -I/usr/include/libdrm -I$BLAS_INC"
+	# Objects are cached one by one: an object is rebuilt when its source, any
+	# header or the flags changed. Names carry the directory (kernels_, kmd_).
+	HH=$(cat "${hdrs[@]}" | sha256sum | cut -d' ' -f1)
+	export CXXFLAGS KW HH
+	: >"$KW/build.log"
+	objs=()
+	for f in "${srcs[@]}"; do
+		objs+=("$KW/obj/$(basename "$(dirname "$f")")_$(basename "$f" .cpp).o")
+	done
+	if ! printf '%s\n' "${srcs[@]}" | xargs -P2 -I{} sh -c \
+		'o=$KW/obj/$(basename "$(dirname "{}")")_$(basename "{}" .cpp).o
+		 st=$( (cat "{}"; echo "$HH $CXXFLAGS") | sha256sum | cut -d" " -f1)
+		 [ -f "$o" ] && [ "$(cat "$o.stamp" 2>/dev/null)" = "$st" ] && exit 0
+		 rm -f "$o" "$o.stamp"
+		 g++ $CXXFLAGS -c "{}" -o "$o" 2>>"$KW/build.log" || { echo "compile failed: {}" >>"$KW/build.log"; exit 255; }
+		 echo "$st" >"$o.stamp"'; then
+		tail -30 "$KW/build.log"
+		result_fail kmd_build "kmd_test did not compile; see $KW/build.log"
+		exit 0
+	fi
+	if ! g++ -static -fopenmp -o "$BIN" "${objs[@]}" /usr/lib/x86_64-linux-gnu/libdrm.a "$BLAS_A" \
+		-lpthread -lm >>"$KW/build.log" 2>&1; then
+		tail -30 "$KW/build.log"
+		result_fail kmd_build "kmd_test did not link; see $KW/build.log"
+		exit 0
+	fi
+	echo "$stamp" >"$KW/kmd_test.stamp"
+	say "built in $(( $(date +%s) - t0 ))s"
+fi
+
+# --- 2. initramfs ----------------------------------------------------------------
+IRD=$KW/initramfs
+rm -rf "$IRD"
+cp -a "$BASE_IRD" "$IRD"
+cp "$BIN" "$IRD/bin/kmd_test"
+cp "$HERE/guest-init-kmd.sh" "$IRD/init"
+chmod +x "$IRD/init"
+for a in chmod rmmod; do ln -sf busybox "$IRD/bin/$a"; done
+(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$KW/initramfs.gz"
+
+# --- 3. boot ---------------------------------------------------------------------
+LOG=$KW/console.log
+say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
+t0=$(date +%s)
+timeout --foreground -k 5 "$QEMU_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
+	-nographic -no-reboot -kernel "$VMLINUZ" -initrd "$KW/initramfs.gz" \
+	-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4" \
+	</dev/null >"$LOG" 2>&1
+qrc=$?
+say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
+tr -d '\r' <"$LOG" >"$LOG.txt"
+grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
+grep -E '^(PASS|FAIL)' "$LOG.txt"
+grep -E '^# kmd_test' "$LOG.txt"
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	tail -40 "$LOG.txt"
+	result_fail kmd_qemu_timeout "QEMU did not finish within ${QEMU_TIMEOUT}s"
+fi
+grep -q '^=== NEURON KMD SUITE END' "$LOG.txt" ||
+	result_fail kmd_suite_finished "the guest did not reach the end of guest-init-kmd.sh"
+splat='(Oops|BUG:|WARNING:|KASAN|UBSAN|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|list_(add|del) corruption|blocked for more than)'
+if grep -Eq "$splat" "$LOG.txt"; then
+	grep -E -B2 -A20 "$splat" "$LOG.txt" | head -60
+	result_fail kmd_kernel_log_clean "kernel splat during the kmd tests"
+else
+	echo "PASS: kmd_kernel_log_clean" | tee -a "$RESULTS"
+fi
+exit 0

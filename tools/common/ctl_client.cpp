@@ -1,0 +1,105 @@
+#include "ctl_client.h"
+
+#include <neuron/detail/socket_path.h>
+
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace neuron::tools {
+
+CtlClient::~CtlClient()
+{
+	if (fd_ >= 0)
+		close(fd_);
+	for (int fd : fds_)
+		close(fd);
+}
+
+std::string describe_error(const api::Error &e) { return api::ErrorCode_Name(e.code()) + ": " + e.message(); }
+
+bool CtlClient::connect(const std::string &path, const std::string &name, std::string *error)
+{
+	path_ = path.empty() ? detail::default_socket_path() : path;
+	fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un addr = {};
+	addr.sun_family = AF_UNIX;
+	path_.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+	if (fd_ < 0 || ::connect(fd_, reinterpret_cast<struct sockaddr *>(&addr), sizeof(addr)) != 0) {
+		const int e = errno;
+		*error = "cannot connect to neurond at " + path_ + ": " + std::strerror(e) +
+			 (e == ENOENT || e == ECONNREFUSED ? " (is neurond running? set $NEURON_SOCKET or --socket)"
+			  : e == EACCES ? " (the socket is mode 0660: join its group, or use sudo)"
+					: "");
+		return false;
+	}
+	api::Request req;
+	auto *h = req.mutable_hello();
+	h->set_api_major(1);
+	h->set_api_minor(1);
+	h->set_client_name(name);
+	h->set_observer(true);
+	api::Response resp;
+	if (!call(req, &resp, error))
+		return false;
+	if (resp.has_error()) {
+		*error = "neurond refused the connection: " + describe_error(resp.error());
+		return false;
+	}
+	return true;
+}
+
+bool CtlClient::call(api::Request &req, api::Response *resp, std::string *error)
+{
+	req.set_request_id(next_id_++);
+	if (int err = wire::send_frame(fd_, wire::encode_frame(req), -1, false)) {
+		*error = std::string("lost the connection to neurond: ") + std::strerror(err);
+		return false;
+	}
+	// Skip pushed events that may precede the answer.
+	for (;;) {
+		if (!receive(resp, 30000, error)) {
+			if (error->empty())
+				*error = "neurond did not answer within 30 s";
+			return false;
+		}
+		if (resp->request_id() == req.request_id())
+			return true;
+	}
+}
+
+bool CtlClient::receive(api::Response *resp, int timeout_ms, std::string *error)
+{
+	error->clear();
+	for (;;) {
+		std::string payload, why;
+		auto st = decoder_.next(&payload, &why);
+		if (st == wire::FrameDecoder::Status::Error) {
+			*error = "malformed frame from neurond: " + why;
+			return false;
+		}
+		if (st == wire::FrameDecoder::Status::Frame) {
+			if (!resp->ParseFromString(payload)) {
+				*error = "unparsable message from neurond";
+				return false;
+			}
+			return true;
+		}
+		struct pollfd p = {fd_, POLLIN, 0};
+		const int r = poll(&p, 1, timeout_ms);
+		if (r == 0)
+			return false;
+		if (r < 0 && errno == EINTR)
+			continue;
+		const long n = wire::receive_some(fd_, decoder_, &fds_, false);
+		if (n <= 0) {
+			*error = "neurond closed the connection";
+			return false;
+		}
+	}
+}
+
+} // namespace neuron::tools

@@ -1,0 +1,160 @@
+// Small helpers that encode one chip command each (shared by the op files).
+#include "cmds.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/Functions.h>
+#include <ATen/WrapDimUtils.h>
+
+namespace torch_neuron {
+
+bool is_host_scalar(const Tensor &t) { return t.device().is_cpu() && t.dim() == 0; }
+
+c10::TensorOptions dev_opts(const Tensor &like, c10::ScalarType dt) { return like.options().dtype(dt); }
+
+bool same_view(const Tensor &a, const Tensor &b)
+{
+	return a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+	       a.scalar_type() == b.scalar_type();
+}
+
+bool mem_overlap(const Tensor &a, const Tensor &b)
+{
+	if (!a.storage().is_alias_of(b.storage()) || a.numel() == 0 || b.numel() == 0)
+		return false;
+	auto span = [](const Tensor &t) {
+		int64_t last = 0;
+		for (int i = 0; i < t.dim(); ++i)
+			last += (t.size(i) - 1) * t.stride(i);
+		const auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
+		return std::make_pair(lo, lo + (last + 1) * t.itemsize());
+	};
+	auto [al, ah] = span(a);
+	auto [bl, bh] = span(b);
+	return al < bh && bl < ah;
+}
+
+// An input for an op writing `out`: a private copy if it partially overlaps out.
+Tensor safe_input(const Tensor &in, const Tensor &out)
+{
+	if (in.device().is_privateuseone() && mem_overlap(in, out) && !same_view(in.expand(out.sizes()), out))
+		return in.clone();
+	return in;
+}
+
+void set_scalar(neuron_cmd &cmd, const Tensor &out, const Scalar &s)
+{
+	if (at::isFloatingType(out.scalar_type()))
+		cmd.fscalars.f[0] = s.toDouble();
+	else
+		cmd.iscalars[1] = s.toLong();
+}
+
+// out = a (op) s, with reverse = s (op) a.
+void scalar_op(int op, const Tensor &out, const Tensor &a, const Scalar &s, bool reverse)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, op, 2);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
+	set_scalar(cmd, out, s);
+	cmd.iscalars[0] = reverse ? 1 : 0;
+	submit(out, cmd);
+}
+
+void unary_op(int op, const Tensor &out, const Tensor &in, int64_t i0)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, op, 2);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(in, out).expand(out.sizes()));
+	cmd.iscalars[0] = i0;
+	submit(out, cmd);
+}
+
+void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, double alpha)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, op, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
+	cmd.operands[2] = desc(safe_input(b, out).expand(out.sizes()));
+	if (op == NEURON_OP_ADD || op == NEURON_OP_SUB)
+		cmd.fscalars.f[0] = alpha;
+	submit(out, cmd);
+}
+
+void fill_cmd(const Tensor &out, const Scalar &v)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_FILL, 1);
+	cmd.operands[0] = desc(out);
+	if (at::isFloatingType(out.scalar_type()))
+		cmd.fscalars.f[0] = v.toDouble();
+	else if (out.scalar_type() == c10::kBool)
+		cmd.iscalars[0] = v.toBool() ? 1 : 0;
+	else
+		cmd.iscalars[0] = v.toLong();
+	submit(out, cmd);
+}
+
+bool float_dev(const Tensor &t) { return t.device().is_privateuseone() && at::isFloatingType(t.scalar_type()) && chip_ok(t); }
+
+Tensor float_out_like(const Tensor &self)
+{
+	const c10::ScalarType dt = at::isFloatingType(self.scalar_type()) ? self.scalar_type()
+									      : c10::typeMetaToScalarType(c10::get_default_dtype());
+	return at::empty(self.sizes(), self.options().dtype(dt));
+}
+
+int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims)
+{
+	const int64_t nd = self.dim();
+	if (!dims || dims->empty())
+		return nd == 0 ? 0 : (int64_t{1} << nd) - 1;
+	int64_t m = 0;
+	for (int64_t d : *dims)
+		m |= int64_t{1} << c10::maybe_wrap_dim(d, std::max<int64_t>(nd, 1));
+	return nd == 0 ? 0 : m;
+}
+
+std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask)
+{
+	std::vector<int64_t> s(self.sizes().begin(), self.sizes().end());
+	for (int64_t i = 0; i < self.dim(); ++i)
+		if ((mask >> i) & 1)
+			s[i] = 1;
+	return s;
+}
+
+std::vector<int64_t> drop_shape(const Tensor &self, int64_t mask)
+{
+	std::vector<int64_t> s;
+	for (int64_t i = 0; i < self.dim(); ++i)
+		if (!((mask >> i) & 1))
+			s.push_back(self.size(i));
+	return s;
+}
+
+// Reduces into out (any shape with out.numel() == the result's); returns out.
+void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask)
+{
+	if (out_keep.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, op, 2);
+	cmd.operands[0] = desc(out_keep);
+	cmd.operands[1] = desc(self);
+	cmd.iscalars[0] = mask;
+	submit(out_keep, cmd);
+}
+
+
+} // namespace torch_neuron

@@ -1,0 +1,38 @@
+// One-command helpers: each encodes a chip command on the current stream of the
+// output's device. Inputs are broadcast to the output's shape with stride 0; an
+// input that partially overlaps the output is copied first (the chip only allows
+// exact in-place views).
+#pragma once
+
+#include "encode.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace torch_neuron {
+
+using at::Tensor;
+using c10::Scalar;
+
+bool is_host_scalar(const Tensor &t);
+bool same_view(const Tensor &a, const Tensor &b);
+bool mem_overlap(const Tensor &a, const Tensor &b);
+Tensor safe_input(const Tensor &in, const Tensor &out);
+void set_scalar(neuron_cmd &cmd, const Tensor &out, const Scalar &s);
+// out = a (op) s; reverse: s (op) a. op: ADD/SUB/MUL/DIV_SCALAR.
+void scalar_op(int op, const Tensor &out, const Tensor &a, const Scalar &s, bool reverse = false);
+void unary_op(int op, const Tensor &out, const Tensor &in, int64_t i0 = 0);
+void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, double alpha = 1.0);
+void fill_cmd(const Tensor &out, const Scalar &v);
+bool float_dev(const Tensor &t);
+Tensor float_out_like(const Tensor &self);
+c10::TensorOptions dev_opts(const Tensor &like, c10::ScalarType dt);
+int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims);
+std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask);
+std::vector<int64_t> drop_shape(const Tensor &self, int64_t mask);
+void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask);
+// dst = cast(src) (broadcast), one COPY command.
+void copy_cast_into(const Tensor &dst, const Tensor &src);
+
+} // namespace torch_neuron

@@ -80,7 +80,8 @@ void Session::close(const std::string &reason)
 		ev.set_tenant_id(tenant_->id());
 		server_.events().publish(ev);
 		// Its cores are free at once; loans to a pool left without work go home.
-		server_.tenant_gone();
+		if (tenant_->used_cores)
+			server_.tenant_gone();
 	}
 	server_.forget(tenant_->id()); // may destroy *this: nothing after this line
 }

@@ -129,6 +129,7 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 	chip::CoreScheduler &sched = qkind == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
 	auto l = sched.attach(id_, qkind == chip::QueueKind::Dma ? 0 : core, pool(), weight);
 	queue_core_[q->id()] = l;
+	used_cores |= qkind == chip::QueueKind::Core;
 	sched.add_queue(*l, q);
 	*out = q;
 	return {};

@@ -40,6 +40,8 @@ public:
 	bool greeted = false;
 	// Admin calls are allowed (root or the admin group, from SO_PEERCRED at connect).
 	bool admin = false;
+	// It created a core queue at some point: its exit may leave its pool without work.
+	bool used_cores = false;
 
 	chip::Pool pool() const { return kind == api::TENANT_KIND_INFERENCE ? chip::Pool::Inference : chip::Pool::Training; }
 	// Commands published and not completed, over its core queues on `device`.

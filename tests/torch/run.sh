@@ -6,4 +6,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 export NEURON_DAEMON=${NEURON_DAEMON:-$root/build/daemon/neurond}
 cd "$root"
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+# Build and install the plugin first (idempotent, incremental).
+if ! bash torch_plugin/build.sh >build/torch-plugin-build.log 2>&1; then
+	tail -n 40 build/torch-plugin-build.log
+	echo "torch_plugin/build.sh failed; full log: build/torch-plugin-build.log"
+	exit 1
+fi
 exec python3 -m pytest "$here" -p no:cacheprovider -rfEs "$@"

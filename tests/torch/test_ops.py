@@ -164,7 +164,7 @@ def test_losses(reduction):
     t = torch.tensor([0, 4, 2, 2, -100, 1])
     w = torch.rand(5) + 0.5
     check(lambda a: F.cross_entropy(a, t.to(a.device), reduction=reduction), x)
-    check(lambda a, ww: F.nll_loss(F.log_softmax(a, -1), t.to(a.device), weight=ww, reduction=reduction), x, w)
+    check(lambda a: F.nll_loss(F.log_softmax(a, -1), t.to(a.device), weight=w.to(a.device), reduction=reduction), x)
 
 
 def test_layer_norm_and_embedding():
@@ -218,3 +218,46 @@ def test_copies_and_casts():
     assert g.sum().item() == pytest.approx(22.5)
     assert torch.zeros(4, device="neuron", dtype=torch.int64).tolist() == [0, 0, 0, 0]
     assert torch.ones(2, 2, device="neuron").tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_amin_min_and_integer_indexing():
+    x = rnd((4, 6))
+    check(lambda t: t.amin(-1), x, grad=False)
+    check(lambda t: t.min(), x, grad=False)
+    idx = torch.tensor([3, 0, -1, 1])
+    check(lambda t: t[idx.to(t.device)], x)
+    check(lambda t: t[idx.view(2, 2).to(t.device)], x)
+
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (1, 1, 1), (2, 1, 1), (2, 0, 2), (1, 2, 1)])
+def test_conv2d(stride, padding, dilation):
+    x = rnd((2, 3, 9, 8))
+    w = rnd((4, 3, 3, 3))
+    b = rnd((4,))
+    check(lambda a, ww, bb: F.conv2d(a, ww, bb, stride=stride, padding=padding, dilation=dilation), x, w, b,
+          rtol=1e-4, atol=1e-4)
+    check(lambda a, ww: F.conv2d(a, ww, None, stride=stride, padding=padding, dilation=dilation), noncontig(x), w,
+          rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1), (2, 1, 0)])
+def test_pooling(k, s, p):
+    x = rnd((2, 3, 9, 8))
+    check(lambda a: F.max_pool2d(a, k, s, p), x)
+    check(lambda a: F.max_pool2d(a, k, s, p, return_indices=True)[1], x, grad=False)
+    check(lambda a: F.avg_pool2d(a, k, s, p), x)
+    check(lambda a: F.avg_pool2d(a, k, s), noncontig(x))
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (6, 3), (2, 3, 7)])
+def test_batch_norm_train_and_eval(shape):
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3) if len(shape) < 4 else torch.nn.BatchNorm2d(3)
+    bd = type(bn)(3).to("neuron")
+    x = rnd(shape)
+    check(lambda a: bn(a) if a.device.type == "cpu" else bd(a), x, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(bd.running_mean.cpu(), bn.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bd.running_var.cpu(), bn.running_var, rtol=1e-5, atol=1e-6)
+    bn.eval()
+    bd.eval()
+    check(lambda a: bn(a) if a.device.type == "cpu" else bd(a), x, rtol=1e-4, atol=1e-4)

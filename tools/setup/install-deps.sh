@@ -18,6 +18,7 @@ apt_packages=(
 	nlohmann-json3-dev                # neuron-ls -j and other JSON output
 	libcli11-dev                      # command-line and config-file parsing
 	libdrm-dev                        # the kmd backend's ioctls (DRM accel driver)
+	libncurses-dev                    # neuron-top (terminal UI)
 )
 if [[ $want_test == 1 ]]; then
 	# libFuzzer, sanitizer and OpenMP runtimes for clang; tmux drives the TUI tests

@@ -36,6 +36,8 @@ bool mem_overlap(const Tensor &a, const Tensor &b)
 // An input for an op writing `out`: a private copy if it partially overlaps out.
 Tensor safe_input(const Tensor &in, const Tensor &out)
 {
+	if (in.is_same(out))
+		return in;
 	if (in.device().is_privateuseone() && mem_overlap(in, out) && !same_view(in.expand(out.sizes()), out))
 		return in.clone();
 	return in;
@@ -57,7 +59,7 @@ void scalar_op(int op, const Tensor &out, const Tensor &a, const Scalar &s, bool
 	neuron_cmd cmd;
 	cmd_init(cmd, op, 2);
 	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
+	cmd.operands[1] = desc_as(safe_input(a, out), out.sizes());
 	set_scalar(cmd, out, s);
 	cmd.iscalars[0] = reverse ? 1 : 0;
 	submit(out, cmd);
@@ -70,7 +72,7 @@ void unary_op(int op, const Tensor &out, const Tensor &in, int64_t i0)
 	neuron_cmd cmd;
 	cmd_init(cmd, op, 2);
 	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(in, out).expand(out.sizes()));
+	cmd.operands[1] = desc_as(safe_input(in, out), out.sizes());
 	cmd.iscalars[0] = i0;
 	submit(out, cmd);
 }
@@ -82,8 +84,8 @@ void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, doub
 	neuron_cmd cmd;
 	cmd_init(cmd, op, 3);
 	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
-	cmd.operands[2] = desc(safe_input(b, out).expand(out.sizes()));
+	cmd.operands[1] = desc_as(safe_input(a, out), out.sizes());
+	cmd.operands[2] = desc_as(safe_input(b, out), out.sizes());
 	if (op == NEURON_OP_ADD || op == NEURON_OP_SUB)
 		cmd.fscalars.f[0] = alpha;
 	submit(out, cmd);

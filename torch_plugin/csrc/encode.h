@@ -44,6 +44,32 @@ inline neuron_tensor_desc desc(const at::Tensor &t)
 	return d;
 }
 
+// t broadcast to `shape` (numpy rules) without creating an expanded tensor.
+inline neuron_tensor_desc desc_as(const at::Tensor &t, c10::IntArrayRef shape)
+{
+	if (t.sizes() == shape)
+		return desc(t);
+	const int64_t nd = static_cast<int64_t>(shape.size()), td = t.dim();
+	TORCH_CHECK(nd <= NEURON_MAX_DIMS && td <= nd, "neuron: cannot broadcast ", t.sizes(), " to ", shape);
+	neuron_tensor_desc d{};
+	d.addr = reinterpret_cast<uint64_t>(t.data_ptr());
+	d.dtype = static_cast<uint8_t>(chip_dtype(t.scalar_type()));
+	TORCH_CHECK(d.dtype != NEURON_DTYPE_INVALID, "neuron: dtype ", t.scalar_type(), " has no chip encoding");
+	d.ndim = static_cast<uint8_t>(nd);
+	for (int64_t i = 0; i < nd; ++i) {
+		const int64_t j = i - (nd - td);
+		d.sizes[i] = shape[i];
+		if (j < 0 || t.size(j) == 1 || shape[i] == 1) {
+			TORCH_CHECK(j < 0 || t.size(j) == 1 || t.size(j) == shape[i], "neuron: cannot broadcast ", t.sizes(), " to ", shape);
+			d.strides[i] = 0;
+		} else {
+			TORCH_CHECK(t.size(j) == shape[i], "neuron: cannot broadcast ", t.sizes(), " to ", shape);
+			d.strides[i] = t.stride(j);
+		}
+	}
+	return d;
+}
+
 inline void cmd_init(neuron_cmd &cmd, int op, int n) { neuron_cmd_init(&cmd, op, n); }
 
 inline uint64_t submit(const at::Tensor &on, neuron_cmd &cmd)

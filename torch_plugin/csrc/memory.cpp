@@ -67,7 +67,8 @@ public:
 		const c10::Device device(c10::DeviceType::PrivateUse1, dev);
 		if (n == 0)
 			return c10::DataPtr(nullptr, device);
-		check_device(dev);
+		if (!connected() || dev >= device_count())
+			check_device(dev);
 		const int64_t stream = current_stream(dev).id();
 		const size_t size = round_size(n);
 		std::lock_guard lock(mu_);
@@ -505,7 +506,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 		synchronizeEvent(e2);
 		auto *a = static_cast<Event *>(e1), *b = static_cast<Event *>(e2);
 		TORCH_CHECK(a && b && a->value && b->value, "neuron: elapsed_time needs two recorded events");
-		return (b->done_ns - a->done_ns) / 1e6;
+		return std::max<int64_t>(0, b->done_ns - a->done_ns) / 1e6;
 	}
 	void recordDataPtrOnStream(const c10::DataPtr &p, const c10::Stream &s) const override
 	{

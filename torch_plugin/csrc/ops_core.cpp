@@ -3,6 +3,7 @@
 #include "encode.h"
 
 #include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/native/CPUFallback.h>
@@ -290,6 +291,12 @@ at::Tensor &set_empty(at::Tensor &self)
 	return set_storage(self, st, 0, {0}, {});
 }
 
+void record_stream(at::Tensor &self, c10::Stream s)
+{
+	if (self.device().is_privateuseone())
+		c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->recordDataPtrOnStream(self.storage().data_ptr(), s);
+}
+
 // ---- CPU fallback ----
 
 struct FallbackState {
@@ -465,6 +472,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("set_.source_Storage", &set_source_storage);
 	m.impl("set_.source_Tensor", &set_source_tensor);
 	m.impl("set_", &set_empty);
+	m.impl("record_stream", &record_stream);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>()); }

@@ -482,7 +482,16 @@ void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const 
 	submit(out, cmd);
 }
 
-Tensor scatter_add(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src)
+Tensor scatter_add_f(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
+Tensor &scatter_add_o(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, Tensor &out)
+{
+	Tensor r = scatter_add_f(self, dim, index, src);
+	if (out.sizes() != r.sizes())
+		out.resize_(r.sizes());
+	out.copy_(r);
+	return out;
+}
+Tensor scatter_add_f(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src)
 {
 	NEURON_NATIVE("scatter_add");
 	const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
@@ -583,7 +592,7 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor &self, const Tensor &ta
 	if (n == 0)
 		fill_cmd(total, 0);
 	if (reduction == kNone)
-		return {self.dim() == 1 ? losses.view({}) : losses, total};
+		return {self.dim() == 1 ? losses.view(c10::IntArrayRef{}) : losses, total};
 	Tensor out = at::empty({}, self.options());
 	if (n)
 		reduce_cmd(NEURON_OP_SUM, out.view({1}), losses, 1);
@@ -975,7 +984,7 @@ Tensor &all_any_o(bool all, const Tensor &self, Tensor &out)
 	cmp_scalar_cmd(hits, self, all ? NEURON_CMP_EQ : NEURON_CMP_NE, 0.0);
 	Tensor n = at::empty(std::vector<int64_t>(self.dim(), 1), self.options().dtype(c10::kLong));
 	reduce_cmd(NEURON_OP_SUM, n, hits, dim_mask(self, std::nullopt));
-	cmp_scalar_cmd(out, n.view({}), all ? NEURON_CMP_EQ : NEURON_CMP_NE, 0.0);
+	cmp_scalar_cmd(out, n.view(c10::IntArrayRef{}), all ? NEURON_CMP_EQ : NEURON_CMP_NE, 0.0);
 	return out;
 }
 Tensor all_f(const Tensor &self) { Tensor o = at::empty({}, self.options().dtype(c10::kBool)); return all_any_o(true, self, o); }
@@ -1079,6 +1088,604 @@ Tensor &arange_o(const Scalar &start, const Scalar &end, const Scalar &step, Ten
 	return out;
 }
 
+// sgn(x) = (x > 0) - (x < 0)
+Tensor &sgn_o(const Tensor &self, Tensor &out)
+{
+	NEURON_NATIVE("sgn");
+	if (out.sizes() != self.sizes())
+		out.resize_(self.sizes());
+	if (!chip_ok(self) || !chip_ok(out) || out.scalar_type() == c10::kBool) {
+		note_fallback("sgn");
+		out.copy_(at::sgn(self.cpu()));
+		return out;
+	}
+	Tensor p = at::empty(self.sizes(), self.options().dtype(c10::kBool)), n = at::empty_like(p);
+	cmp_scalar_cmd(p, self, NEURON_CMP_GT, 0.0);
+	cmp_scalar_cmd(n, self, NEURON_CMP_LT, 0.0);
+	binary_op(NEURON_OP_SUB, out, p, n);
+	return out;
+}
+Tensor sgn_f(const Tensor &self) { Tensor o = at::empty_like(self); return sgn_o(self, o); }
+Tensor &sgn_i(Tensor &self) { return sgn_o(self, self); }
+
+// logical ops on "!= 0" of each input
+Tensor &logical_o(const char *name, int op, const Tensor &a, const Tensor &b, Tensor &out)
+{
+	NEURON_NATIVE(name);
+	const auto shape = b.defined() ? at::infer_size(a.sizes(), b.sizes()) : a.sizes().vec();
+	if (out.sizes() != c10::IntArrayRef(shape))
+		out.resize_(shape);
+	if (!chip_ok(a) || (b.defined() && !chip_ok(b)) || !chip_ok(out)) {
+		note_fallback(name);
+		Tensor r = op == 0 ? at::logical_not(a.cpu())
+				   : op == 1 ? at::logical_and(a.cpu(), b.cpu())
+				   : op == 2 ? at::logical_or(a.cpu(), b.cpu()) : at::logical_xor(a.cpu(), b.cpu());
+		out.copy_(r);
+		return out;
+	}
+	Tensor na = at::empty(shape, a.options().dtype(c10::kBool));
+	cmp_scalar_cmd(na, a.expand(shape), op == 0 ? NEURON_CMP_EQ : NEURON_CMP_NE, 0.0);
+	if (op == 0) {
+		copy_cast_into(out, na);
+		return out;
+	}
+	Tensor nb = at::empty(shape, a.options().dtype(c10::kBool));
+	cmp_scalar_cmd(nb, b.expand(shape), NEURON_CMP_NE, 0.0);
+	Tensor r = at::empty(shape, a.options().dtype(c10::kLong));
+	binary_op(op == 1 ? NEURON_OP_MUL : NEURON_OP_ADD, r, na, nb);
+	if (op == 3)
+		cmp_scalar_cmd(na, r, NEURON_CMP_EQ, 1.0);
+	else
+		cmp_scalar_cmd(na, r, NEURON_CMP_NE, 0.0);
+	copy_cast_into(out, na);
+	return out;
+}
+Tensor &logical_not_o(const Tensor &a, Tensor &o) { return logical_o("logical_not", 0, a, Tensor(), o); }
+Tensor &logical_and_o(const Tensor &a, const Tensor &b, Tensor &o) { return logical_o("logical_and", 1, a, b, o); }
+Tensor &logical_or_o(const Tensor &a, const Tensor &b, Tensor &o) { return logical_o("logical_or", 2, a, b, o); }
+Tensor &logical_xor_o(const Tensor &a, const Tensor &b, Tensor &o) { return logical_o("logical_xor", 3, a, b, o); }
+
+Tensor &index_add_o(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, const Scalar &alpha,
+		    Tensor &out)
+{
+	NEURON_NATIVE("index_add");
+	const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+	if (!chip_ok(self) || !chip_ok(src) || !index_ok(index) || self.scalar_type() == c10::kBool ||
+	    src.scalar_type() != self.scalar_type()) {
+		note_fallback("index_add");
+		Tensor r = at::index_add(self.cpu(), dim, index.cpu(), src.cpu(), alpha);
+		if (out.sizes() != r.sizes())
+			out.resize_(r.sizes());
+		out.copy_(r);
+		return out;
+	}
+	if (!same_view(out, self)) {
+		if (out.sizes() != self.sizes())
+			out.resize_(self.sizes());
+		out.copy_(self);
+	}
+	Tensor s = src;
+	if (alpha.toDouble() != 1.0) {
+		s = at::empty(src.sizes(), src.options());
+		scalar_op(NEURON_OP_MUL_SCALAR, s, src, alpha);
+	}
+	index_add_cmd(out, d, index.reshape({-1}), s.dim() == 0 ? s.reshape({1}) : s);
+	return out;
+}
+
+// Convolution has no chip kernel yet: it runs on the host, counted and warned about
+// as a fallback (the generic fallback cannot reach it: ATen registers a
+// "not implemented" kernel for convolution_overrideable).
+std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t)
+{
+	return t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt;
+}
+// Native 2-d convolution (groups 1, not transposed) as im2col + batched matmul:
+// the column matrix is a strided view of the zero-padded input, gathered by one COPY.
+struct Conv2dGeom {
+	int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, hp, wp;
+};
+
+bool conv2d_native(const Tensor &input, const Tensor &weight, c10::IntArrayRef stride, c10::IntArrayRef padding,
+		   c10::IntArrayRef dilation, bool transposed, int64_t groups, Conv2dGeom &g)
+{
+	if (transposed || groups != 1 || input.dim() != 4 || weight.dim() != 4 || !float_dev(input) ||
+	    !float_dev(weight) || input.scalar_type() != weight.scalar_type() || stride.size() != 2 ||
+	    padding.size() != 2 || dilation.size() != 2)
+		return false;
+	g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
+	g.o = weight.size(0), g.kh = weight.size(2), g.kw = weight.size(3);
+	g.sh = stride[0], g.sw = stride[1], g.ph = padding[0], g.pw = padding[1], g.dh = dilation[0], g.dw = dilation[1];
+	g.hp = g.h + 2 * g.ph, g.wp = g.w + 2 * g.pw;
+	g.oh = (g.hp - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+	g.ow = (g.wp - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+	return weight.size(1) == g.c && g.oh > 0 && g.ow > 0 && g.n > 0;
+}
+
+// [N, C*kh*kw, OH*OW] columns of the (padded) input.
+Tensor im2col(const Tensor &input, const Conv2dGeom &g)
+{
+	Tensor padded = input.contiguous();
+	if (g.ph || g.pw) {
+		padded = at::empty({g.n, g.c, g.hp, g.wp}, input.options());
+		fill_cmd(padded, 0);
+		padded.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).copy_(input);
+	}
+	Tensor win = padded.as_strided({g.n, g.c, g.kh, g.kw, g.oh, g.ow},
+				       {g.c * g.hp * g.wp, g.hp * g.wp, g.dh * g.wp, g.dw, g.sh * g.wp, g.sw});
+	Tensor cols = at::empty({g.n, g.c, g.kh, g.kw, g.oh, g.ow}, input.options());
+	copy_cast_into(cols, win);
+	return cols.view({g.n, g.c * g.kh * g.kw, g.oh * g.ow});
+}
+
+Tensor conv_ovr(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias, c10::IntArrayRef stride,
+		c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+		int64_t groups)
+{
+	Conv2dGeom g;
+	if (conv2d_native(input, weight, stride, padding, dilation, transposed, groups, g)) {
+		NEURON_NATIVE("convolution");
+		Tensor cols = im2col(input, g);
+		const int64_t ckk = g.c * g.kh * g.kw;
+		Tensor w2 = weight.contiguous().view({1, g.o, ckk}).expand({g.n, g.o, ckk});
+		Tensor out = at::empty({g.n, g.o, g.oh * g.ow}, input.options());
+		neuron_cmd cmd;
+		cmd_init(cmd, NEURON_OP_MATMUL, 3);
+		cmd.operands[0] = desc(out);
+		cmd.operands[1] = desc(w2);
+		cmd.operands[2] = desc(cols);
+		cmd.fscalars.f[0] = 1.0;
+		submit(out, cmd);
+		if (bias && bias->defined())
+			binary_op(NEURON_OP_ADD, out, out, bias->view({1, g.o, 1}));
+		return out.view({g.n, g.o, g.oh, g.ow});
+	}
+	note_fallback("aten::convolution_overrideable");
+	return at::convolution(input.cpu(), weight.cpu(), cpu_opt(bias), stride, padding, dilation, transposed,
+			       output_padding, groups)
+		.to(input.device());
+}
+std::tuple<Tensor, Tensor, Tensor> conv_bwd_ovr(const Tensor &grad, const Tensor &input, const Tensor &weight,
+						c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+						bool transposed, c10::IntArrayRef output_padding, int64_t groups,
+						std::array<bool, 3> mask)
+{
+	Conv2dGeom g;
+	if (conv2d_native(input, weight, stride, padding, dilation, transposed, groups, g) && float_dev(grad)) {
+		NEURON_NATIVE("convolution_backward");
+		const int64_t ckk = g.c * g.kh * g.kw, l = g.oh * g.ow;
+		Tensor go = grad.contiguous().view({g.n, g.o, l});
+		Tensor gi, gw, gb;
+		if (mask[1]) {
+			Tensor cols = im2col(input, g);
+			Tensor per = at::empty({g.n, g.o, ckk}, grad.options());
+			neuron_cmd cmd;
+			cmd_init(cmd, NEURON_OP_MATMUL, 3);
+			cmd.operands[0] = desc(per);
+			cmd.operands[1] = desc(go);
+			cmd.operands[2] = desc(cols.transpose(1, 2));
+			cmd.fscalars.f[0] = 1.0;
+			submit(per, cmd);
+			gw = at::empty({1, g.o, ckk}, grad.options());
+			reduce_cmd(NEURON_OP_SUM, gw, per, 1);
+			gw = gw.view(weight.sizes());
+		}
+		if (mask[2]) {
+			gb = at::empty({1, g.o, 1}, grad.options());
+			reduce_cmd(NEURON_OP_SUM, gb, go, 0x5);
+			gb = gb.view({g.o});
+		}
+		if (mask[0]) {
+			Tensor wt = weight.contiguous().view({1, g.o, ckk}).expand({g.n, g.o, ckk}).transpose(1, 2);
+			Tensor gcols = at::empty({g.n, ckk, l}, grad.options());
+			neuron_cmd cmd;
+			cmd_init(cmd, NEURON_OP_MATMUL, 3);
+			cmd.operands[0] = desc(gcols);
+			cmd.operands[1] = desc(wt);
+			cmd.operands[2] = desc(go);
+			cmd.fscalars.f[0] = 1.0;
+			submit(gcols, cmd);
+			Tensor gc = gcols.view({g.n, g.c, g.kh, g.kw, g.oh, g.ow});
+			Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
+			fill_cmd(gp, 0);
+			// col2im: one accumulate per kernel tap (each tap's window has no repeats).
+			for (int64_t i = 0; i < g.kh; ++i)
+				for (int64_t j = 0; j < g.kw; ++j) {
+					Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
+								   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
+					binary_op(NEURON_OP_ADD, dst, dst, gc.select(2, i).select(2, j));
+				}
+			gi = (g.ph || g.pw) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
+		}
+		return {gi, gw, gb};
+	}
+	note_fallback("aten::convolution_backward_overrideable");
+	std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+	auto [a, b, c] = at::convolution_backward(grad.cpu(), input.cpu(), weight.cpu(), c10::IntArrayRef(bias_sizes),
+						  stride, padding, dilation, transposed, output_padding, groups, mask);
+	auto mv = [&](const Tensor &t) { return t.defined() ? t.to(input.device()) : t; };
+	return {mv(a), mv(b), mv(c)};
+}
+
+// amin(x) = -amax(-x)
+Tensor amin_f(const Tensor &self, c10::IntArrayRef dims, bool keepdim)
+{
+	NEURON_NATIVE("amin");
+	if (!chip_ok(self) || self.scalar_type() == c10::kBool || self.numel() == 0) {
+		note_fallback("amin");
+		return at::amin(self.cpu(), dims, keepdim).to(self.device());
+	}
+	Tensor neg = at::empty(self.sizes(), self.options());
+	scalar_op(NEURON_OP_MUL_SCALAR, neg, self, -1);
+	const int64_t mask = dim_mask(self, dims);
+	Tensor r = at::empty(keep_shape(self, mask), self.options());
+	reduce_cmd(NEURON_OP_AMAX, r, neg, mask);
+	scalar_op(NEURON_OP_MUL_SCALAR, r, r, -1);
+	return keepdim ? r : r.view(drop_shape(self, mask));
+}
+Tensor min_all(const Tensor &self)
+{
+	TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0.");
+	return amin_f(self, {}, false);
+}
+
+// x[idx] with one integer index tensor on the first dim: index_select (any other
+// form of advanced indexing runs on the CPU).
+Tensor wrap_index(const Tensor &ix, int64_t size);
+Tensor index_t(const Tensor &self, const c10::List<std::optional<Tensor>> &indices)
+{
+	NEURON_NATIVE("index");
+	if (indices.size() == 1 && self.dim() >= 1) {
+		const std::optional<Tensor> ix = indices.get(0);
+		if (ix && ix->defined() && ix->device().is_privateuseone() &&
+		    (ix->scalar_type() == c10::kLong || ix->scalar_type() == c10::kInt) && chip_ok(self)) {
+			// negative indices wrap, as in Python: idx + size * (idx < 0)
+			Tensor fixed = wrap_index(*ix, self.size(0));
+			Tensor out = at::empty({0}, self.options());
+			index_select_o(self, 0, fixed, out);
+			std::vector<int64_t> shape(ix->sizes().begin(), ix->sizes().end());
+			shape.insert(shape.end(), self.sizes().begin() + 1, self.sizes().end());
+			return out.view(shape);
+		}
+	}
+	note_fallback("aten::index.Tensor");
+	c10::List<std::optional<Tensor>> cpu_ix;
+	for (size_t i = 0; i < indices.size(); ++i) {
+		const std::optional<Tensor> t = indices.get(i);
+		cpu_ix.push_back(t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt);
+	}
+	return at::index(self.cpu(), cpu_ix).to(self.device());
+}
+
+Tensor wrap_index(const Tensor &ix, int64_t size)
+{
+	Tensor flat = ix.reshape({-1});
+	Tensor negm = at::empty(flat.sizes(), flat.options().dtype(c10::kBool));
+	cmp_scalar_cmd(negm, flat, NEURON_CMP_LT, 0.0);
+	Tensor fixed = at::empty(flat.sizes(), flat.options());
+	binary_op(NEURON_OP_MUL, fixed, negm, at::scalar_tensor(size, flat.options()));
+	binary_op(NEURON_OP_ADD, fixed, fixed, flat);
+	return fixed;
+}
+
+// self[idx] += values with one integer index on the first dim (the backward of x[idx]).
+Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
+		       bool accumulate, bool unsafe)
+{
+	NEURON_NATIVE("index_put_");
+	if (accumulate && indices.size() == 1 && self.dim() >= 1 && chip_ok(self) && chip_ok(values) &&
+	    values.scalar_type() == self.scalar_type() && self.scalar_type() != c10::kBool) {
+		const std::optional<Tensor> ix = indices.get(0);
+		if (ix && ix->defined() && ix->device().is_privateuseone() &&
+		    (ix->scalar_type() == c10::kLong || ix->scalar_type() == c10::kInt)) {
+			Tensor fixed = wrap_index(*ix, self.size(0));
+			std::vector<int64_t> vshape{fixed.numel()};
+			vshape.insert(vshape.end(), self.sizes().begin() + 1, self.sizes().end());
+			std::vector<int64_t> full(ix->sizes().begin(), ix->sizes().end());
+			full.insert(full.end(), self.sizes().begin() + 1, self.sizes().end());
+			Tensor v = values.expand(full).contiguous().view(vshape);
+			index_add_cmd(self, 0, fixed, v);
+			return self;
+		}
+	}
+	note_fallback("aten::_index_put_impl_");
+	c10::List<std::optional<Tensor>> cpu_ix;
+	for (size_t i = 0; i < indices.size(); ++i) {
+		const std::optional<Tensor> t = indices.get(i);
+		cpu_ix.push_back(t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt);
+	}
+	Tensor c = self.cpu();
+	at::_index_put_impl_(c, cpu_ix, values.cpu(), accumulate, unsafe);
+	self.copy_(c);
+	return self;
+}
+
+// ---- 2-d pooling over strided window views of the (padded) input ----
+
+struct PoolGeom {
+	int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, hp, wp;
+};
+
+bool pool_geom(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, c10::IntArrayRef d,
+	       bool ceil_mode, PoolGeom &g)
+{
+	if (x.dim() != 4 || !float_dev(x) || ceil_mode || k.empty())
+		return false;
+	g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
+	g.kh = k[0], g.kw = k.size() > 1 ? k[1] : k[0];
+	g.sh = s.empty() ? g.kh : s[0], g.sw = s.empty() ? g.kw : (s.size() > 1 ? s[1] : s[0]);
+	g.ph = p.empty() ? 0 : p[0], g.pw = p.empty() ? 0 : (p.size() > 1 ? p[1] : p[0]);
+	g.dh = d.empty() ? 1 : d[0], g.dw = d.empty() ? 1 : (d.size() > 1 ? d[1] : d[0]);
+	g.hp = g.h + 2 * g.ph, g.wp = g.w + 2 * g.pw;
+	g.oh = (g.hp - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+	g.ow = (g.wp - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+	return g.oh > 0 && g.ow > 0 && g.ph <= g.kh / 2 && g.pw <= g.kw / 2;
+}
+
+// [N, C, OH, OW, kh, kw] window view of x padded with `pad_value`.
+Tensor pool_windows(const Tensor &x, const PoolGeom &g, double pad_value)
+{
+	Tensor padded = x.contiguous();
+	if (g.ph || g.pw) {
+		padded = at::empty({g.n, g.c, g.hp, g.wp}, x.options());
+		fill_cmd(padded, pad_value);
+		padded.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).copy_(x);
+	}
+	return padded.as_strided({g.n, g.c, g.oh, g.ow, g.kh, g.kw},
+				 {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw, g.dh * g.wp, g.dw});
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_idx(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+					  c10::IntArrayRef d, bool ceil_mode)
+{
+	PoolGeom g;
+	if (!pool_geom(x, k, s, p, d, ceil_mode, g)) {
+		note_fallback("aten::max_pool2d_with_indices");
+		auto [o, i] = at::max_pool2d_with_indices(x.cpu(), k, s, p, d, ceil_mode);
+		return {o.to(x.device()), i.to(x.device())};
+	}
+	NEURON_NATIVE("max_pool2d_with_indices");
+	Tensor win = pool_windows(x, g, -INFINITY);
+	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
+	reduce_cmd(NEURON_OP_AMAX, out, win, 0x30);
+	// The index of the first maximum: min over taps of where(v == max, flat index, big).
+	Tensor hit = at::empty({g.n, g.c, g.oh, g.ow, g.kh, g.kw}, x.options().dtype(c10::kBool));
+	{
+		neuron_cmd cmd;
+		cmd_init(cmd, NEURON_OP_COMPARE, 3);
+		cmd.operands[0] = desc(hit);
+		cmd.operands[1] = desc(win);
+		cmd.operands[2] = desc_as(out, hit.sizes());
+		cmd.iscalars[0] = NEURON_CMP_EQ;
+		submit(hit, cmd);
+	}
+	Tensor pos = at::empty({g.oh, g.ow, g.kh, g.kw}, at::TensorOptions().dtype(c10::kLong));
+	auto pa = pos.accessor<int64_t, 4>();
+	for (int64_t a = 0; a < g.oh; ++a)
+		for (int64_t b = 0; b < g.ow; ++b)
+			for (int64_t i = 0; i < g.kh; ++i)
+				for (int64_t j = 0; j < g.kw; ++j) {
+					const int64_t r = a * g.sh + i * g.dh - g.ph, c = b * g.sw + j * g.dw - g.pw;
+					// negated so that AMAX picks the smallest index
+					pa[a][b][i][j] = (r < 0 || c < 0 || r >= g.h || c >= g.w) ? -(int64_t{1} << 40) : -(r * g.w + c);
+				}
+	Tensor posd = pos.to(x.device());
+	Tensor lowest = at::empty({}, posd.options());
+	fill_cmd(lowest, -(int64_t{1} << 50));
+	Tensor cand = at::empty(hit.sizes(), posd.options());
+	where_cmd(cand, hit, posd, lowest);
+	Tensor idx = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, posd.options());
+	reduce_cmd(NEURON_OP_AMAX, idx, cand, 0x30);
+	scalar_op(NEURON_OP_MUL_SCALAR, idx, idx, -1);
+	return {out.view({g.n, g.c, g.oh, g.ow}), idx.view({g.n, g.c, g.oh, g.ow})};
+}
+
+Tensor max_pool2d_idx_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s,
+			  c10::IntArrayRef p, c10::IntArrayRef d, bool ceil_mode, const Tensor &indices)
+{
+	if (x.dim() != 4 || !float_dev(grad) || !index_ok(indices)) {
+		note_fallback("aten::max_pool2d_with_indices_backward");
+		return at::max_pool2d_with_indices_backward(grad.cpu(), x.cpu(), k, s, p, d, ceil_mode, indices.cpu())
+			.to(x.device());
+	}
+	NEURON_NATIVE("max_pool2d_with_indices_backward");
+	const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
+	Tensor gi = at::empty({n, c, hw}, grad.options());
+	fill_cmd(gi, 0);
+	scatter_add_cmd(gi, 2, indices.reshape({n, c, -1}), grad.reshape({n, c, -1}));
+	return gi.view(x.sizes());
+}
+
+bool avg_ok(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
+	    bool count_include_pad, std::optional<int64_t> div, PoolGeom &g)
+{
+	return !div && (count_include_pad || p.empty() || (p[0] == 0 && (p.size() < 2 || p[1] == 0))) &&
+	       pool_geom(x, k, s, p, {}, ceil_mode, g);
+}
+
+Tensor avg_pool2d(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
+		  bool count_include_pad, std::optional<int64_t> div)
+{
+	PoolGeom g;
+	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g)) {
+		note_fallback("aten::avg_pool2d");
+		return at::avg_pool2d(x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
+	}
+	NEURON_NATIVE("avg_pool2d");
+	Tensor win = pool_windows(x, g, 0.0);
+	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
+	reduce_cmd(NEURON_OP_MEAN, out, win, 0x30);
+	return out.view({g.n, g.c, g.oh, g.ow});
+}
+
+Tensor avg_pool2d_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+		      bool ceil_mode, bool count_include_pad, std::optional<int64_t> div)
+{
+	PoolGeom g;
+	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g) || !float_dev(grad)) {
+		note_fallback("aten::avg_pool2d_backward");
+		return at::avg_pool2d_backward(grad.cpu(), x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
+	}
+	NEURON_NATIVE("avg_pool2d_backward");
+	Tensor gs = at::empty(grad.sizes(), grad.options());
+	scalar_op(NEURON_OP_DIV_SCALAR, gs, grad, static_cast<double>(g.kh * g.kw));
+	Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
+	fill_cmd(gp, 0);
+	for (int64_t i = 0; i < g.kh; ++i)
+		for (int64_t j = 0; j < g.kw; ++j) {
+			Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
+						   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
+			binary_op(NEURON_OP_ADD, dst, dst, gs);
+		}
+	return (g.ph || g.pw) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
+}
+
+// ---- batch norm: statistics over every dim but 1 ----
+
+Tensor chan_view(const Tensor &t, int64_t nd)
+{
+	std::vector<int64_t> shape(nd, 1);
+	shape[1] = t.numel();
+	return t.view(shape);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor &x, const std::optional<Tensor> &weight,
+					      const std::optional<Tensor> &bias, const std::optional<Tensor> &rmean,
+					      const std::optional<Tensor> &rvar, bool training, double momentum, double eps)
+{
+	const int64_t nd = x.dim();
+	const bool have_running = rmean && rmean->defined() && rvar && rvar->defined();
+	if (!float_dev(x) || nd < 2 || x.scalar_type() != c10::kFloat || (!training && !have_running)) {
+		note_fallback("aten::native_batch_norm");
+		auto r = [&](const std::optional<Tensor> &t) { return cpu_opt(t); };
+		Tensor rm = have_running ? rmean->cpu() : Tensor(), rv = have_running ? rvar->cpu() : Tensor();
+		auto [o, m, v] = at::native_batch_norm(x.cpu(), r(weight), r(bias), have_running ? std::optional<Tensor>(rm) : std::nullopt,
+						       have_running ? std::optional<Tensor>(rv) : std::nullopt, training, momentum, eps);
+		if (have_running) {
+			rmean->copy_(rm);
+			rvar->copy_(rv);
+		}
+		return {o.to(x.device()), m.to(x.device()), v.to(x.device())};
+	}
+	NEURON_NATIVE("native_batch_norm");
+	const int64_t c = x.size(1);
+	int64_t mask = 0, count = 1;
+	for (int64_t i = 0; i < nd; ++i)
+		if (i != 1) {
+			mask |= int64_t{1} << i;
+			count *= x.size(i);
+		}
+	const auto ks = keep_shape(x, mask);
+	Tensor out = at::empty(x.sizes(), x.options());
+	Tensor mean, rstd;
+	if (training) {
+		mean = at::empty(ks, x.options());
+		reduce_cmd(NEURON_OP_MEAN, mean, x, mask);
+		Tensor xc = at::empty(x.sizes(), x.options());
+		binary_op(NEURON_OP_SUB, xc, x, mean);
+		binary_op(NEURON_OP_MUL, out, xc, xc);
+		Tensor var = at::empty(ks, x.options());
+		reduce_cmd(NEURON_OP_MEAN, var, out, mask);
+		rstd = at::empty(ks, x.options());
+		scalar_op(NEURON_OP_ADD_SCALAR, rstd, var, eps);
+		math_cmd(rstd, rstd, NEURON_UNARY_RSQRT);
+		binary_op(NEURON_OP_MUL, out, xc, rstd);
+		if (have_running) {
+			// running = (1 - m) running + m stat (the variance unbiased)
+			scalar_op(NEURON_OP_MUL_SCALAR, *rmean, *rmean, 1.0 - momentum);
+			binary_op(NEURON_OP_ADD, *rmean, *rmean, mean.view({c}), momentum);
+			scalar_op(NEURON_OP_MUL_SCALAR, *rvar, *rvar, 1.0 - momentum);
+			binary_op(NEURON_OP_ADD, *rvar, *rvar, var.view({c}),
+				  momentum * static_cast<double>(count) / static_cast<double>(std::max<int64_t>(count - 1, 1)));
+		}
+	} else {
+		Tensor rs = at::empty({c}, x.options());
+		scalar_op(NEURON_OP_ADD_SCALAR, rs, *rvar, eps);
+		math_cmd(rs, rs, NEURON_UNARY_RSQRT);
+		binary_op(NEURON_OP_SUB, out, x, chan_view(*rmean, nd));
+		binary_op(NEURON_OP_MUL, out, out, chan_view(rs, nd));
+	}
+	if (weight && weight->defined())
+		binary_op(NEURON_OP_MUL, out, out, chan_view(*weight, nd));
+	if (bias && bias->defined())
+		binary_op(NEURON_OP_ADD, out, out, chan_view(*bias, nd));
+	if (!training)
+		return {out, at::empty({0}, x.options()), at::empty({0}, x.options())};
+	return {out, mean.view({c}), rstd.view({c})};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor &go, const Tensor &x, const std::optional<Tensor> &weight,
+						       const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
+						       const std::optional<Tensor> &save_mean,
+						       const std::optional<Tensor> &save_invstd, bool train, double eps,
+						       std::array<bool, 3> mask3)
+{
+	const int64_t nd = x.dim();
+	const bool ok = float_dev(go) && float_dev(x) && nd >= 2 && x.scalar_type() == c10::kFloat &&
+			(train ? (save_mean && save_mean->defined() && save_invstd && save_invstd->defined())
+			       : (rmean && rmean->defined() && rvar && rvar->defined()));
+	if (!ok) {
+		note_fallback("aten::native_batch_norm_backward");
+		auto [a, b, c] = at::native_batch_norm_backward(go.cpu(), x.cpu(), cpu_opt(weight), cpu_opt(rmean), cpu_opt(rvar),
+								cpu_opt(save_mean), cpu_opt(save_invstd), train, eps, mask3);
+		auto mv = [&](const Tensor &t) { return t.defined() ? t.to(x.device()) : t; };
+		return {mv(a), mv(b), mv(c)};
+	}
+	NEURON_NATIVE("native_batch_norm_backward");
+	const int64_t c = x.size(1);
+	int64_t mask = 0;
+	for (int64_t i = 0; i < nd; ++i)
+		if (i != 1)
+			mask |= int64_t{1} << i;
+	const auto ks = keep_shape(x, mask);
+	Tensor mean, rstd;
+	if (train) {
+		mean = chan_view(*save_mean, nd);
+		rstd = chan_view(*save_invstd, nd);
+	} else {
+		mean = chan_view(*rmean, nd);
+		Tensor rs = at::empty({c}, x.options());
+		scalar_op(NEURON_OP_ADD_SCALAR, rs, *rvar, eps);
+		math_cmd(rs, rs, NEURON_UNARY_RSQRT);
+		rstd = chan_view(rs, nd);
+	}
+	Tensor xhat = at::empty(x.sizes(), x.options());
+	binary_op(NEURON_OP_SUB, xhat, x, mean);
+	binary_op(NEURON_OP_MUL, xhat, xhat, rstd);
+	Tensor dx, dw, db;
+	if (mask3[0]) {
+		Tensor g = at::empty(x.sizes(), x.options());
+		if (weight && weight->defined())
+			binary_op(NEURON_OP_MUL, g, go, chan_view(*weight, nd));
+		else
+			copy_cast_into(g, go);
+		if (train) {
+			Tensor m1 = at::empty(ks, x.options()), m2 = at::empty(ks, x.options()), t = at::empty(x.sizes(), x.options());
+			reduce_cmd(NEURON_OP_MEAN, m1, g, mask);
+			binary_op(NEURON_OP_MUL, t, g, xhat);
+			reduce_cmd(NEURON_OP_MEAN, m2, t, mask);
+			binary_op(NEURON_OP_MUL, t, xhat, m2);
+			binary_op(NEURON_OP_SUB, g, g, m1);
+			binary_op(NEURON_OP_SUB, g, g, t);
+		}
+		binary_op(NEURON_OP_MUL, g, g, rstd);
+		dx = g;
+	}
+	if (mask3[1]) {
+		Tensor t = at::empty(x.sizes(), x.options());
+		binary_op(NEURON_OP_MUL, t, go, xhat);
+		dw = at::empty(ks, x.options());
+		reduce_cmd(NEURON_OP_SUM, dw, t, mask);
+		dw = dw.view({c});
+	}
+	if (mask3[2]) {
+		db = at::empty(ks, x.options());
+		reduce_cmd(NEURON_OP_SUM, db, go, mask);
+		db = db.view({c});
+	}
+	return {dx, dw, db};
+}
+
 Tensor &where_o(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out)
 {
 	Tensor r = where_self(cond, a, b);
@@ -1105,6 +1712,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("all.all_out", &all_o);
 	m.impl("any.all_out", &any_o);
 	m.impl("where.self_out", &where_o);
+	m.impl("native_batch_norm", &batch_norm);
+	m.impl("native_batch_norm_backward", &batch_norm_backward);
+	m.impl("max_pool2d_with_indices", &max_pool2d_idx);
+	m.impl("max_pool2d_with_indices_backward", &max_pool2d_idx_bwd);
+	m.impl("avg_pool2d", &avg_pool2d);
+	m.impl("avg_pool2d_backward", &avg_pool2d_bwd);
+	m.impl("amin", &amin_f);
+	m.impl("min", &min_all);
+	m.impl("index.Tensor", &index_t);
+	m.impl("_index_put_impl_", &index_put_impl);
+	m.impl("convolution_overrideable", &conv_ovr);
+	m.impl("convolution_backward_overrideable", &conv_bwd_ovr);
+	m.impl("sgn", &sgn_f);
+	m.impl("sgn_", &sgn_i);
+	m.impl("sgn.out", &sgn_o);
+	m.impl("logical_not.out", &logical_not_o);
+	m.impl("logical_and.out", &logical_and_o);
+	m.impl("logical_or.out", &logical_or_o);
+	m.impl("logical_xor.out", &logical_xor_o);
+	m.impl("index_add.out", &index_add_o);
 	m.impl("cat", &cat_f);
 	m.impl("cat.out", &cat_o);
 	m.impl("arange.start_out", &arange_o);
@@ -1152,7 +1779,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("index_select.out", &index_select_o);
 	m.impl("embedding_dense_backward", &embedding_dense_backward);
 	m.impl("gather", &gather);
-	m.impl("scatter_add", &scatter_add);
+	m.impl("scatter_add", &scatter_add_f);
+	m.impl("scatter_add.out", &scatter_add_o);
 	m.impl("nll_loss_forward", &nll_loss_forward);
 	m.impl("nll_loss_backward", &nll_loss_backward);
 	m.impl("native_layer_norm", &layer_norm);

@@ -63,8 +63,8 @@ neuron_client *connect_locked(Devices &d)
 		neuron_disconnect(c);
 		TORCH_CHECK(false, "neurond did not list its devices: ", msg);
 	}
-	d.count = static_cast<int>(std::min<uint32_t>(n, kMaxDevices));
-	for (int i = 0; i < d.count; ++i) {
+	const int count = static_cast<int>(std::min<uint32_t>(n, kMaxDevices));
+	for (int i = 0; i < count; ++i) {
 		struct neuron_device_info info{};
 		if (neuron_device_info(c, i, &info) == NEURON_OK)
 			d.cores[i] = std::max<uint32_t>(1, info.core_count);
@@ -72,6 +72,7 @@ neuron_client *connect_locked(Devices &d)
 			d.cores[i] = 1;
 	}
 	d.client = c;
+	__atomic_store_n(&d.count, count, __ATOMIC_RELEASE);
 	return c;
 }
 
@@ -124,6 +125,8 @@ bool connected() noexcept { return devs().client != nullptr; }
 int device_count() noexcept
 {
 	Devices &d = devs();
+	if (const int c = __atomic_load_n(&d.count, __ATOMIC_ACQUIRE); c >= 0)
+		return c; // connected: the count never changes
 	std::lock_guard lock(d.mu);
 	if (d.count >= 0)
 		return d.count;

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""torch_neuron benchmark: 'neuron' against CPU eager, ratios from one run.
+
+  small op : host time per `a + b` on 1k floats, enqueue only (goal: neuron <= 2x cpu)
+  matmul   : fp32 2048x2048 @ 2048x2048 throughput (goal: neuron >= 0.8x cpu)
+  training : one step of the test-suite MLP and transformer LM (goal: neuron <= 1.5x cpu)
+
+The simulated chip computes on this host's CPU cores (in neurond), so the device and
+torch's CPU backend share the same silicon. Usage: python3 torch_plugin/bench/bench_torch.py
+(starts a private neurond unless NEURON_SOCKET points at a running one)."""
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+from _daemon import REPO, ensure_daemon  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "tests", "torch"))
+
+
+def timeit(fn, sync, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def main():
+    ensure_daemon()
+    import torch
+    import torch.nn.functional as F
+    from models import MLP, TinyLM
+
+    nsync = torch.neuron.synchronize
+    csync = lambda: None  # noqa: E731
+    default_threads = torch.get_num_threads()
+
+    def cpu_time(fn, reps, warmup=3):
+        # The CPU baseline at its best thread count: on a loaded 2-core host, torch's
+        # OpenMP pool can be 50x slower with 2 threads than with 1 for small models.
+        best = float("inf")
+        for nt in sorted({1, default_threads}):
+            torch.set_num_threads(nt)
+            best = min(best, timeit(fn, csync, reps, warmup))
+        torch.set_num_threads(default_threads)
+        return best
+    rows = []
+
+    # 1. small op host time (enqueue only, then one sync outside the timing).
+    a, b = torch.randn(1024), torch.randn(1024)
+    da, db = a.to("neuron"), b.to("neuron")
+    n = 2000
+
+    def host_loop(x, y):
+        for _ in range(50):
+            x + y
+        t0 = time.perf_counter()
+        for _ in range(n):
+            x + y
+        return (time.perf_counter() - t0) / n
+
+    c_small = min(host_loop(a, b) for _ in range(3))
+    d_small = min(host_loop(da, db) for _ in range(3))
+    nsync()
+    d_small_sync = timeit(lambda: da + db, nsync, 500)
+    rows.append(("add 1k f32, host us/op", c_small * 1e6, d_small * 1e6, d_small / c_small, "neuron/cpu <= 2"))
+    rows.append(("add 1k f32, incl. device us/op", c_small * 1e6, d_small_sync * 1e6, d_small_sync / c_small, "(info)"))
+
+    # 2. matmul 2048 fp32.
+    m1, m2 = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    d1, d2 = m1.to("neuron"), m2.to("neuron")
+    c_mm = cpu_time(lambda: m1 @ m2, 3, warmup=1)
+    d_mm = timeit(lambda: d1 @ d2, nsync, 3, warmup=1)
+    gf = 2 * 2048 ** 3 / 1e9
+    rows.append(("matmul 2048 f32, GFLOP/s", gf / c_mm, gf / d_mm, c_mm / d_mm, "neuron/cpu >= 0.8"))
+
+    # 3. training steps.
+    def step_fn(model, opt, x, y, loss_fn):
+        def f():
+            loss = loss_fn(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return f
+
+    for name, make, xs, lf in [
+        ("MLP train step, ms", MLP, (torch.randn(64, 64), torch.randint(0, 10, (64,))), F.cross_entropy),
+        ("transformer LM train step, ms", TinyLM,
+         (torch.randint(0, 96, (8, 32)), torch.randint(0, 96, (8, 32))),
+         lambda o, y: F.cross_entropy(o.flatten(0, 1), y.flatten())),
+    ]:
+        torch.manual_seed(0)
+        mc = make()
+        md = make().to("neuron")
+        md.load_state_dict(mc.state_dict())
+        oc = torch.optim.AdamW(mc.parameters(), 1e-3)
+        od = torch.optim.AdamW(md.parameters(), 1e-3)
+        tc = cpu_time(step_fn(mc, oc, xs[0], xs[1], lf), 10)
+        torch.neuron.reset_op_counts()
+        td = timeit(step_fn(md, od, xs[0].to("neuron"), xs[1].to("neuron"), lf), nsync, 10)
+        fb = sum(torch.neuron.fallback_ops().values())
+        rows.append((name + (f" ({fb} fallbacks)" if fb else ""), tc * 1e3, td * 1e3, td / tc, "neuron/cpu <= 1.5"))
+
+    print(f"torch {torch.__version__}, device {torch.neuron.get_device_name()}, "
+          f"cpu baseline: best of 1 and {default_threads} threads, host cores {os.cpu_count()}")
+    print(f"{'benchmark':44s} {'cpu':>10s} {'neuron':>10s} {'ratio':>8s}  goal")
+    for name, c, d, r, goal in rows:
+        print(f"{name:44s} {c:10.2f} {d:10.2f} {r:8.2f}  {goal}")
+
+
+if __name__ == "__main__":
+    main()

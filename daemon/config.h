@@ -33,7 +33,7 @@ struct Config {
 	uint64_t auto_lend_p99_us = 0;           // ... and lend only at or below this p99 (0: ignore)
 	uint32_t auto_hold_ms = 1000;            // ... for this long (hysteresis)
 	uint32_t reclaim_deadline_ms = 100;      // default reclaim deadline
-	uint64_t tile_macs = 1ull << 25;         // matmul multiply-adds per tile
+	uint64_t tile_macs = 1ull << 26;         // matmul multiply-adds per tile
 	uint64_t tile_elements = 1ull << 19;     // elements per elementwise/reduction tile
 };
 

@@ -20,14 +20,8 @@ class TenantMemory;
 
 using OperandViews = std::array<kernels::View, NEURON_MAX_OPERANDS>;
 
-// Element operations a command costs: the largest operand's element count, times K
-// for a matmul. Commands above the limits below are refused, so that no single
-// command can occupy an engine for more than about a second (a broadcast input with
-// stride 0 is small in memory but not in work).
-uint64_t command_work(const neuron_cmd &cmd);
-inline constexpr uint64_t kMaxElementsPerOperand = 1ull << 32;
-inline constexpr uint64_t kMaxCommandWork = 1ull << 37; // a 4096^3 matmul is 2^36
-
+// The work limits (kernels::kMaxCommandWork, kernels::kMaxElementsPerOperand in
+// <geometry.h>) are enforced here too.
 // Called with memory.mutex held (shared or exclusive). Fills views[0..num_operands).
 // The command must already have passed kernels::check_semantics.
 std::optional<kernels::Fault> resolve_operands(const neuron_cmd &cmd, QueueKind kind, Device &device,

@@ -1,5 +1,6 @@
 #include "tiling.h"
 
+#include <geometry.h>
 #include <kernels.h>
 
 #include <algorithm>
@@ -9,13 +10,7 @@ namespace neuron::chip {
 
 namespace {
 
-uint64_t numel(const neuron_tensor_desc &d)
-{
-	uint64_t n = 1;
-	for (int i = 0; i < d.ndim; ++i)
-		n *= static_cast<uint64_t>(d.sizes[i]);
-	return n;
-}
+using kernels::numel;
 
 bool transcendental(uint16_t op)
 {

@@ -23,7 +23,7 @@ namespace neuron::chip {
 // Work budget of one tile. Calibrated on the 2-core EPYC test machines so that a tile
 // takes well under 1 ms (bench-sharing prints the measured tile times).
 struct TileBudget {
-	uint64_t matmul_macs = 1ull << 25;       // multiply-adds per matmul tile
+	uint64_t matmul_macs = 1ull << 26;       // multiply-adds per matmul tile
 	uint64_t elements = 1ull << 19;          // elements per cheap elementwise/copy/reduce tile
 	uint64_t transcendental_elements = 1ull << 17; // exp/gelu/silu/tanh/softmax
 };

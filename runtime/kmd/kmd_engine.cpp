@@ -12,6 +12,7 @@
 // changes nothing.
 #include "kmd.h"
 
+#include <geometry.h>
 #include <kernels.h>
 
 #include <xf86drm.h>
@@ -30,10 +31,13 @@ namespace neuron::kmd {
 
 namespace {
 
-// Work limits of the emu backend (runtime/chip/operands.h): no single command
-// may occupy a core for much more than a second.
-constexpr uint64_t kMaxElementsPerOperand = 1ull << 32;
-constexpr uint64_t kMaxCommandWork = 1ull << 37;
+using kernels::byte_extent;
+using kernels::command_work;
+using kernels::kMaxCommandWork;
+using kernels::kMaxElementsPerOperand;
+using kernels::numel;
+using kernels::same_view;
+using kernels::self_overlapping;
 
 std::string hex(uint64_t v)
 {
@@ -42,75 +46,10 @@ std::string hex(uint64_t v)
 	return buf;
 }
 
-std::optional<uint64_t> byte_extent(const neuron_tensor_desc &d)
-{
-	const uint64_t elem = kernels::dtype_size(d.dtype);
-	unsigned __int128 last = 0;
-	for (int i = 0; i < d.ndim; ++i) {
-		if (d.sizes[i] == 0)
-			return 0;
-		last += static_cast<unsigned __int128>(d.sizes[i] - 1) * static_cast<uint64_t>(d.strides[i]);
-	}
-	unsigned __int128 bytes = (last + 1) * elem;
-	if (bytes > (static_cast<unsigned __int128>(1) << 62))
-		return std::nullopt;
-	return static_cast<uint64_t>(bytes);
-}
 
-uint64_t numel(const neuron_tensor_desc &d)
-{
-	uint64_t n = 1;
-	for (int i = 0; i < d.ndim; ++i)
-		if (__builtin_mul_overflow(n, static_cast<uint64_t>(d.sizes[i]), &n))
-			return ~0ull;
-	return n;
-}
 
-uint64_t command_work(const neuron_cmd &cmd)
-{
-	uint64_t work = 0;
-	for (int k = 0; k < cmd.num_operands; ++k)
-		work = std::max(work, numel(cmd.operands[k]));
-	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
-		const neuron_tensor_desc &a = cmd.operands[1];
-		const uint64_t k = a.ndim >= 1 ? static_cast<uint64_t>(a.sizes[a.ndim - 1]) : 1;
-		if (__builtin_mul_overflow(numel(cmd.operands[0]), k, &work))
-			work = ~0ull;
-	}
-	return work;
-}
 
-bool self_overlapping(const neuron_tensor_desc &d)
-{
-	std::array<std::pair<int64_t, int64_t>, NEURON_MAX_DIMS> dims{};
-	int n = 0;
-	for (int i = 0; i < d.ndim; ++i) {
-		if (d.sizes[i] == 0)
-			return false;
-		if (d.sizes[i] > 1)
-			dims[n++] = {d.strides[i], d.sizes[i]};
-	}
-	for (int i = 1; i < n; ++i) // insertion sort by stride (n <= 8)
-		for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j)
-			std::swap(dims[j], dims[j - 1]);
-	int64_t span = 0;
-	for (int i = 0; i < n; ++i) {
-		if (dims[i].first <= span)
-			return true;
-		span += dims[i].first * (dims[i].second - 1);
-	}
-	return false;
-}
 
-bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b)
-{
-	if (a.mem_space != b.mem_space || a.addr != b.addr || a.dtype != b.dtype || a.ndim != b.ndim)
-		return false;
-	for (int i = 0; i < a.ndim; ++i)
-		if (a.sizes[i] != b.sizes[i] || a.strides[i] != b.strides[i])
-			return false;
-	return true;
-}
 
 using Views = std::array<kernels::View, NEURON_MAX_OPERANDS>;
 

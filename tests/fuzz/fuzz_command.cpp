@@ -3,6 +3,7 @@
 // then bounds and overlap against the tenant's allocations) is executed, so a
 // crash or sanitizer report here means validation let a bad command through.
 #include <device.h>
+#include <geometry.h>
 #include <kernels.h>
 #include <operands.h>
 #include <tenant_memory.h>
@@ -73,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	// Validated commands may still be large (up to kMaxCommandWork); run the small
 	// ones, where the fuzzer spends its time, and skip the rest to keep it fast.
-	if (chip::command_work(cmd) > (1u << 22))
+	if (kernels::command_work(cmd) > (1u << 22))
 		return 0;
 	auto f = kernels::execute(cmd, std::span(views.data(), cmd.num_operands), 1);
 	if (verbose)

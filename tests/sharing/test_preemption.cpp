@@ -1,5 +1,5 @@
 // Reclaim under a saturating training load finishes by its deadline; inference goes
-// before training at tile boundaries.
+// before training at tile boundaries; fair share within a class.
 #include "sharing_test.h"
 
 #include <cstdio>
@@ -81,4 +81,34 @@ Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout
 	cr_assert(p50 < 5000, "inference waited %.0f us at the median: it did not go first", p50);
 	train.close();
 	infer.close();
+}
+
+Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 120)
+{
+	start_daemon({"--cores", "2", "--inference-cores", "1"});
+	// Two training tenants on the one training core (libneuron has no weight option
+	// yet, so both have weight 1): each gets about half of it.
+	Tenant a, b;
+	a.open("first", NEURON_TENANT_TRAINING, 1);
+	b.open("second", NEURON_TENANT_TRAINING, 1);
+	Saturator la, lb;
+	la.start(a, 384);
+	lb.start(b, 384);
+	sleep_ms(1500);
+	la.stop();
+	lb.stop();
+	uint64_t busy_a = 0, busy_b = 0;
+	const api::ListTenantsReply list = tenants(); // keep the reply alive while iterating
+	for (const auto &t : list.tenants()) {
+		if (t.tenant_id() == neuron_tenant_id(a.client))
+			busy_a = t.busy_ns();
+		if (t.tenant_id() == neuron_tenant_id(b.client))
+			busy_b = t.busy_ns();
+	}
+	const double ratio = double(busy_a) / double(std::max<uint64_t>(busy_b, 1));
+	std::printf("fair share, equal weights on one core: busy %.0f ms vs %.0f ms (ratio %.2f)\n", busy_a / 1e6,
+		    busy_b / 1e6, ratio);
+	cr_assert(ratio > 0.6 && ratio < 1.6, "equal weights got unequal core time: ratio %.2f", ratio);
+	a.close();
+	b.close();
 }

@@ -1,0 +1,85 @@
+#include "geometry.h"
+
+#include "kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace neuron::kernels {
+
+std::optional<uint64_t> byte_extent(const neuron_tensor_desc &d)
+{
+	const uint64_t elem = dtype_size(d.dtype);
+	unsigned __int128 last = 0;
+	for (int i = 0; i < d.ndim; ++i) {
+		if (d.sizes[i] == 0)
+			return 0;
+		last += static_cast<unsigned __int128>(d.sizes[i] - 1) * static_cast<uint64_t>(d.strides[i]);
+	}
+	const unsigned __int128 bytes = (last + 1) * elem;
+	if (bytes > (static_cast<unsigned __int128>(1) << 62))
+		return std::nullopt;
+	return static_cast<uint64_t>(bytes);
+}
+
+uint64_t numel(const neuron_tensor_desc &d)
+{
+	uint64_t n = 1;
+	for (int i = 0; i < d.ndim; ++i)
+		if (__builtin_mul_overflow(n, static_cast<uint64_t>(d.sizes[i]), &n))
+			return ~0ull;
+	return n;
+}
+
+uint64_t command_work(const neuron_cmd &cmd)
+{
+	uint64_t work = 0;
+	for (int k = 0; k < std::min<int>(cmd.num_operands, NEURON_MAX_OPERANDS); ++k)
+		work = std::max(work, numel(cmd.operands[k]));
+	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
+		const neuron_tensor_desc &a = cmd.operands[1];
+		const uint64_t k = a.ndim >= 1 ? static_cast<uint64_t>(a.sizes[a.ndim - 1]) : 1;
+		if (__builtin_mul_overflow(numel(cmd.operands[0]), k, &work))
+			work = ~0ull;
+	}
+	return work;
+}
+
+bool self_overlapping(const neuron_tensor_desc &d)
+{
+	// Sorting dims by stride, each stride must step over everything the smaller
+	// dims span; size-1 dims never step.
+	std::array<std::pair<int64_t, int64_t>, NEURON_MAX_DIMS> dims{}; // stride, size
+	int n = 0;
+	for (int i = 0; i < d.ndim; ++i) {
+		if (d.sizes[i] == 0)
+			return false;
+		if (d.sizes[i] > 1)
+			dims[n++] = {d.strides[i], d.sizes[i]};
+	}
+	// Insertion sort: n <= 8, and std::sort here trips a GCC 12 -Warray-bounds false positive.
+	for (int i = 1; i < n; ++i)
+		for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j)
+			std::swap(dims[j], dims[j - 1]);
+	int64_t span = 0; // largest offset reachable by the smaller dims
+	for (int i = 0; i < n; ++i) {
+		if (dims[i].first <= span)
+			return true;
+		span += dims[i].first * (dims[i].second - 1);
+	}
+	return false;
+}
+
+bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b)
+{
+	if (a.mem_space != b.mem_space || a.host_buffer != b.host_buffer || a.addr != b.addr ||
+	    a.dtype != b.dtype || a.ndim != b.ndim)
+		return false;
+	for (int i = 0; i < a.ndim; ++i)
+		if (a.sizes[i] != b.sizes[i] || a.strides[i] != b.strides[i])
+			return false;
+	return true;
+}
+
+} // namespace neuron::kernels

@@ -1,0 +1,32 @@
+// Geometry of tensor descriptors: what memory and how much work a descriptor or
+// command reaches. Shared by every backend's validation (runtime/chip/operands.cpp,
+// runtime/kmd/kmd_engine.cpp) and by tiling, so that all apply the same rules.
+#pragma once
+
+#include <neuron/cmd.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace neuron::kernels {
+
+// Commands above these are refused, so no single command occupies an engine for
+// much more than a second (a broadcast input with stride 0 is small in memory but
+// not in work).
+inline constexpr uint64_t kMaxElementsPerOperand = 1ull << 32;
+inline constexpr uint64_t kMaxCommandWork = 1ull << 37; // a 4096^3 matmul is 2^36
+
+// Bytes from the first to one past the last element the descriptor reaches; 0 for
+// an empty tensor; nullopt past 2^62 bytes.
+std::optional<uint64_t> byte_extent(const neuron_tensor_desc &d);
+// Element count (saturates at UINT64_MAX).
+uint64_t numel(const neuron_tensor_desc &d);
+// Element operations a command costs: its largest operand's element count, times
+// K for a matmul.
+uint64_t command_work(const neuron_cmd &cmd);
+// True if two distinct index tuples of the descriptor name one element.
+bool self_overlapping(const neuron_tensor_desc &d);
+// Same memory, dtype, shape and strides.
+bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b);
+
+} // namespace neuron::kernels

@@ -1,0 +1,314 @@
+// bench-sharing: the capacity-sharing figures of issue 5, each as a ratio or against
+// its goal, measured in one run on a private neurond (2 cores: 1 inference, 1 training,
+// one host thread per command).
+//
+//   bench-sharing --neurond PATH [--quick]
+//
+//   1. reclaim latency p50/p99 under a saturating trainer          goal p99 <= 1 ms
+//   2. inference p99 beside a saturating trainer vs alone          goal <= 1.25x
+//   3. core busy fraction while both have work (core lent)         goal >= 0.9
+//   4. training throughput with a borrowed core vs without         (ratio)
+//   and the longest tile seen (the preemption bound), goal <= 1 ms.
+#include "neurond_process.h"
+#include "raw_client.h"
+
+#include <neuron/detail/futex.h>
+#include <neuron/neuron.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace neuron;
+using detail::monotonic_ns;
+
+namespace {
+
+std::string g_socket;
+
+#define CHECK(call)                                                                                   \
+	do {                                                                                          \
+		neuron_status s_ = (call);                                                            \
+		if (s_ != NEURON_OK) {                                                                \
+			std::fprintf(stderr, "bench-sharing: %s failed: %s\n", #call, neuron_last_error()); \
+			std::exit(1);                                                                 \
+		}                                                                                     \
+	} while (0)
+
+api::Response admin(api::Request &req)
+{
+	test::RawClient c;
+	api::Request hello;
+	hello.mutable_hello()->set_api_major(1);
+	hello.mutable_hello()->set_observer(true);
+	api::Response r;
+	if (!c.connect(g_socket) || !c.call(hello, &r) || !c.call(req, &r)) {
+		std::fprintf(stderr, "bench-sharing: admin call failed\n");
+		std::exit(1);
+	}
+	return r;
+}
+
+api::CapacityReply capacity()
+{
+	api::Request q;
+	q.mutable_get_capacity();
+	return admin(q).capacity();
+}
+
+void lend()
+{
+	api::Request q;
+	q.mutable_lend()->set_from(api::POOL_INFERENCE);
+	q.mutable_lend()->set_count(1);
+	if (!admin(q).has_loans()) {
+		std::fprintf(stderr, "bench-sharing: lend refused\n");
+		std::exit(1);
+	}
+}
+
+uint64_t reclaim(uint32_t deadline_ms, bool *late)
+{
+	api::Request q;
+	q.mutable_reclaim()->set_pool(api::POOL_INFERENCE);
+	q.mutable_reclaim()->set_deadline_ms(deadline_ms);
+	api::Response r = admin(q);
+	if (!r.has_loans()) {
+		std::fprintf(stderr, "bench-sharing: reclaim failed: %s\n", r.has_error() ? r.error().message().c_str() : "?");
+		std::exit(1);
+	}
+	*late = r.loans().loans(0).late();
+	return r.loans().loans(0).reclaim_latency_ns();
+}
+
+struct Tenant {
+	neuron_client *c = nullptr;
+	std::vector<neuron_queue *> q;
+	void open(const char *name, int kind, int cores)
+	{
+		neuron_connect_options o = {};
+		o.socket_path = g_socket.c_str();
+		o.client_name = name;
+		o.kind = kind;
+		CHECK(neuron_connect(&o, &c));
+		for (int i = 0; i < cores; ++i) {
+			neuron_queue *x;
+			CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, uint32_t(i), 0, &x));
+			q.push_back(x);
+		}
+	}
+	uint64_t alloc(uint64_t bytes)
+	{
+		uint64_t a;
+		CHECK(neuron_alloc(c, 0, bytes, 0, &a));
+		return a;
+	}
+	void close()
+	{
+		for (auto *x : q)
+			neuron_queue_destroy(x);
+		neuron_disconnect(c);
+	}
+};
+
+neuron_cmd matmul(uint64_t out, uint64_t a, int64_t n)
+{
+	neuron_cmd m;
+	neuron_cmd_init(&m, NEURON_OP_MATMUL, 3);
+	const int64_t sz[2] = {n, n};
+	m.operands[0] = neuron_desc_contiguous(out, NEURON_DTYPE_F32, 2, sz);
+	m.operands[1] = m.operands[2] = neuron_desc_contiguous(a, NEURON_DTYPE_F32, 2, sz);
+	m.fscalars.f[0] = 1.0;
+	return m;
+}
+
+// A trainer keeping every queue `depth` matmuls deep; counts completed commands.
+struct Trainer {
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> done{0};
+	std::vector<std::thread> th;
+	void start(Tenant &t, int64_t n)
+	{
+		for (auto *q : t.q) {
+			const uint64_t a = t.alloc(uint64_t(n * n * 4)), o = t.alloc(uint64_t(n * n * 4));
+			th.emplace_back([this, q, a, o, n] {
+				const neuron_cmd m = matmul(o, a, n);
+				uint64_t seq = 0;
+				while (!stop.load()) {
+					CHECK(neuron_submit(q, &m, &seq));
+					if (seq > 3) {
+						CHECK(neuron_queue_wait(q, seq - 3, -1));
+						done.fetch_add(1);
+					}
+				}
+				CHECK(neuron_queue_wait(q, seq, -1));
+			});
+		}
+	}
+	void halt()
+	{
+		stop.store(true);
+		for (auto &x : th)
+			x.join();
+		th.clear();
+		stop.store(false);
+	}
+};
+
+double pct(std::vector<double> v, double q)
+{
+	std::sort(v.begin(), v.end());
+	return v.empty() ? 0 : v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+// Latency of small inference requests (one add of 64K elements each), one at a time.
+std::vector<double> inference_latency(Tenant &inf, uint64_t buf, int n)
+{
+	neuron_cmd c;
+	neuron_cmd_init(&c, NEURON_OP_ADD_SCALAR, 2);
+	const int64_t count = 65536;
+	c.operands[0] = c.operands[1] = neuron_desc_contiguous(buf, NEURON_DTYPE_F32, 1, &count);
+	c.fscalars.f[0] = 1.0;
+	std::vector<double> us;
+	for (int i = 0; i < n; ++i) {
+		const uint64_t t0 = monotonic_ns();
+		uint64_t seq;
+		CHECK(neuron_submit(inf.q[0], &c, &seq));
+		CHECK(neuron_queue_wait(inf.q[0], seq, -1));
+		us.push_back(double(monotonic_ns() - t0) / 1000.0);
+		std::this_thread::sleep_for(std::chrono::microseconds(500));
+	}
+	return us;
+}
+
+uint64_t total_busy()
+{
+	uint64_t b = 0;
+	const api::CapacityReply cap = capacity(); // alive while iterating
+	for (const auto &c : cap.cores())
+		b += c.busy_ns();
+	return b;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string neurond;
+	bool quick = false;
+	for (int i = 1; i < argc; ++i) {
+		std::string a = argv[i];
+		if (a == "--neurond" && i + 1 < argc)
+			neurond = argv[++i];
+		else if (a == "--quick")
+			quick = true;
+		else {
+			std::fprintf(stderr, "usage: bench-sharing --neurond PATH [--quick]\n");
+			return 2;
+		}
+	}
+	if (neurond.empty()) {
+		std::fprintf(stderr, "usage: bench-sharing --neurond PATH [--quick]\n");
+		return 2;
+	}
+	setenv("NEURON_DAEMON", neurond.c_str(), 1);
+	test::NeurondProcess d(std::string(), {"--devices", "1", "--cores", "2", "--inference-cores", "1", "--hbm-mib",
+					      "1024", "--threads-per-core", "1", "--spin-us", "50", "--log-level", "warn"});
+	std::string err;
+	if (!d.start(&err)) {
+		std::fprintf(stderr, "bench-sharing: %s\n", err.c_str());
+		return 1;
+	}
+	g_socket = d.socket_path();
+	const int reps = quick ? 30 : 100;
+	const int64_t n = 512;
+	setvbuf(stdout, nullptr, _IOLBF, 0);
+	std::printf("bench-sharing: neurond with 2 cores (1 inference, 1 training), 1 host thread per command, "
+		    "trainer = %lldx%lld fp32 matmuls\n\n", (long long)n, (long long)n);
+	std::printf("%-58s %12s %12s %8s %s\n", "measure", "value", "reference", "ratio", "goal");
+
+	Tenant train, inf;
+	train.open("bench-trainer", NEURON_TENANT_TRAINING, 2);
+	inf.open("bench-server", NEURON_TENANT_INFERENCE, 1);
+	const uint64_t ibuf = inf.alloc(65536 * 4);
+	Trainer t;
+
+	std::fprintf(stderr, "bench-sharing: phase training throughput\n");
+	// 4. Training throughput without, then with, the borrowed core.
+	t.start(train, n);
+	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	uint64_t c0 = t.done.load(), t0 = monotonic_ns();
+	std::this_thread::sleep_for(std::chrono::milliseconds(quick ? 1000 : 2000));
+	const double without = double(t.done.load() - c0) / (double(monotonic_ns() - t0) / 1e9);
+	lend();
+	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	c0 = t.done.load();
+	t0 = monotonic_ns();
+	const uint64_t busy0 = total_busy();
+	std::this_thread::sleep_for(std::chrono::milliseconds(quick ? 1000 : 2000));
+	const double with = double(t.done.load() - c0) / (double(monotonic_ns() - t0) / 1e9);
+	const double trainer_busy = double(total_busy() - busy0) / (2.0 * double(monotonic_ns() - t0));
+
+	std::fprintf(stderr, "bench-sharing: phase busy fraction\n");
+	// 3. Busy fraction while both have work: inference requests on the lent core too.
+	std::atomic<bool> inf_stop{false};
+	std::thread inf_load([&] {
+		while (!inf_stop.load())
+			inference_latency(inf, ibuf, 10);
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	const uint64_t b0 = total_busy(), w0 = monotonic_ns();
+	std::this_thread::sleep_for(std::chrono::milliseconds(quick ? 1000 : 2000));
+	const double busy = double(total_busy() - b0) / (2.0 * double(monotonic_ns() - w0));
+	inf_stop.store(true);
+	inf_load.join();
+
+	std::fprintf(stderr, "bench-sharing: phase reclaim latency\n");
+	// 1. Reclaim latency under the saturating trainer (it runs on the lent core).
+	std::vector<double> rec_ms;
+	int late = 0;
+	for (int i = 0; i < reps; ++i) {
+		bool l = false;
+		if (i > 0)
+			lend();
+		std::this_thread::sleep_for(std::chrono::milliseconds(15));
+		rec_ms.push_back(double(reclaim(50, &l)) / 1e6);
+		late += l;
+	}
+
+	std::fprintf(stderr, "bench-sharing: phase inference latency\n");
+	// 2. Inference p99 beside the trainer (core not lent) vs alone.
+	const auto beside = inference_latency(inf, ibuf, reps * 3);
+	t.halt();
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	const auto alone = inference_latency(inf, ibuf, reps * 3);
+	uint64_t max_tile = 0;
+	const api::CapacityReply cap = capacity();
+	for (const auto &c : cap.cores())
+		max_tile = std::max<uint64_t>(max_tile, c.max_tile_ns());
+
+	const double p99 = pct(rec_ms, 0.99);
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "reclaim latency p50 under a saturating trainer", pct(rec_ms, 0.5), "-", "-", "");
+	std::printf("%-58s %10.3fms %12s %8s %s (late: %d of %d)\n", "reclaim latency p99 under a saturating trainer", p99, "-", "-",
+		    p99 <= 1.0 ? "<= 1 ms: met" : "<= 1 ms: NOT met", late, reps);
+	const double ib = pct(beside, 0.99), ia = pct(alone, 0.99);
+	std::printf("%-58s %10.0fus %10.0fus %8.2f %s\n", "inference p99 beside a saturating trainer (vs alone)", ib, ia,
+		    ib / ia, ib / ia <= 1.25 ? "<= 1.25x: met" : "<= 1.25x: NOT met");
+	std::printf("%-58s %10.0fus %10.0fus %8.2f\n", "inference p50 beside a saturating trainer (vs alone)",
+		    pct(beside, 0.5), pct(alone, 0.5), pct(beside, 0.5) / pct(alone, 0.5));
+	std::printf("%-58s %12.3f %12s %8s %s\n", "core busy fraction, inference + training on 2 cores", busy, "-", "-",
+		    busy >= 0.9 ? ">= 0.9: met" : ">= 0.9: NOT met");
+	std::printf("%-58s %12.3f %12s %8s\n", "core busy fraction, training alone on 2 cores", trainer_busy, "-", "-");
+	std::printf("%-58s %8.1fcmd/s %8.1fcmd/s %8.2f %s\n", "training throughput with a borrowed core (vs without)", with,
+		    without, with / without, "(2 cores vs 1; the host has 2 shared CPUs)");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile seen (preemption bound)", double(max_tile) / 1e6, "-", "-",
+		    max_tile <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+	train.close();
+	inf.close();
+	d.stop(5000);
+	return 0;
+}

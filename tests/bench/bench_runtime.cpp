@@ -1,7 +1,7 @@
 // bench-runtime: the first-slice figures of neurond + libneuron, each as a ratio to
 // a reference measured in the same run (README "Performance").
 //
-//   bench-runtime [--neurond PATH] [--quick]
+//   bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--quick]
 //
 // Starts its own neurond on a private socket (or uses $NEURON_SOCKET if set and
 // --neurond is not given), then measures:
@@ -195,6 +195,7 @@ int main(int argc, char **argv)
 {
 	std::string neurond_path;
 	bool quick = false;
+	std::vector<std::string> daemon_args;
 	int threads = int(std::thread::hardware_concurrency());
 	for (int i = 1; i < argc; ++i) {
 		std::string a = argv[i];
@@ -202,16 +203,20 @@ int main(int argc, char **argv)
 			neurond_path = argv[++i];
 		else if (a == "--quick")
 			quick = true;
+		else if (a == "--daemon-arg" && i + 1 < argc)
+			daemon_args.push_back(argv[++i]);
 		else {
-			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH] [--quick]\n");
+			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--quick]\n");
 			return 2;
 		}
 	}
 	bench::DaemonLauncher daemon;
 	std::string socket;
 	if (!neurond_path.empty()) {
-		socket = daemon.start(neurond_path, {"--cores", "2", "--hbm-mib", "4096",
-						     "--threads-per-core", std::to_string(threads)});
+		std::vector<std::string> args = {"--cores", "2", "--hbm-mib", "4096", "--threads-per-core",
+						  std::to_string(threads)};
+		args.insert(args.end(), daemon_args.begin(), daemon_args.end());
+		socket = daemon.start(neurond_path, args);
 		if (socket.empty())
 			return 1;
 	}

@@ -86,15 +86,18 @@ Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config
 	acceptor_.open(stream_protocol(), ec);
 	if (!ec)
 		acceptor_.bind(stream_protocol::endpoint(path_), ec);
-	if (!ec)
-		acceptor_.listen(64, ec);
 	if (ec)
-		throw std::runtime_error("cannot listen on " + path_ + ": " + ec.message());
-	// Tenants need the socket group (DESIGN.md section 5); without the group
-	// (a developer machine) only the owner can connect.
+		throw std::runtime_error("cannot bind " + path_ + ": " + ec.message());
+	// Permissions before listen(): once connects succeed, the socket's mode is final
+	// (a client, or a test that widens the mode, must never race this). Tenants need
+	// the socket group (DESIGN.md section 5); without the group (a developer machine)
+	// only the owner can connect.
 	if (struct group *g = getgrnam(config.socket_group.c_str()))
 		(void)!chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid);
 	chmod(path_.c_str(), 0660);
+	acceptor_.listen(64, ec);
+	if (ec)
+		throw std::runtime_error("cannot listen on " + path_ + ": " + ec.message());
 	NLOG_INFO("server.listen", "socket=" + path_);
 	accept();
 }

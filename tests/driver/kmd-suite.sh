@@ -19,6 +19,8 @@ set -uo pipefail
 
 ROOT=$1 WORK=$2 KVER=$3 VMLINUZ=$4 KO=$5 BASE_IRD=$6 RESULTS=$7 QEMU_TIMEOUT=$8
 HERE=$ROOT/tests/driver
+# shellcheck source=qemu-boot.sh
+. "$HERE/qemu-boot.sh"
 KW=$WORK/kmd
 mkdir -p "$KW/obj"
 say() { echo "[driver-suite] kmd: $*"; }
@@ -59,7 +61,7 @@ if [ ! -x "$BIN" ] || [ "$(cat "$KW/kmd_test.stamp" 2>/dev/null)" != "$stamp" ];
 		result_fail kmd_build "kmd_test did not compile; see $KW/build.log"
 		exit 0
 	fi
-	if ! g++ -static -fopenmp -o "$BIN" "${objs[@]}" /usr/lib/x86_64-linux-gnu/libdrm.a "$BLAS_A" \
+	if ! g++ -static -s -fopenmp -o "$BIN" "${objs[@]}" /usr/lib/x86_64-linux-gnu/libdrm.a "$BLAS_A" \
 		-lpthread -lm >>"$KW/build.log" 2>&1; then
 		tail -30 "$KW/build.log"
 		result_fail kmd_build "kmd_test did not link; see $KW/build.log"
@@ -83,13 +85,9 @@ for a in chmod rmmod; do ln -sf busybox "$IRD/bin/$a"; done
 LOG=$KW/console.log
 say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
 t0=$(date +%s)
-timeout --foreground -k 5 "$QEMU_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
-	-nographic -no-reboot -kernel "$VMLINUZ" -initrd "$KW/initramfs.gz" \
-	-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4" \
-	</dev/null >"$LOG" 2>&1
-qrc=$?
+qemu_boot "$VMLINUZ" "$KW/initramfs.gz" "$LOG" "=== NEURON KMD SUITE BEGIN" "$QEMU_TIMEOUT"
+qrc=$QEMU_RC
 say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
-tr -d '\r' <"$LOG" >"$LOG.txt"
 grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
 grep -E '^(PASS|FAIL)' "$LOG.txt"
 grep -E '^# kmd_test' "$LOG.txt"
@@ -99,9 +97,8 @@ if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 fi
 grep -q '^=== NEURON KMD SUITE END' "$LOG.txt" ||
 	result_fail kmd_suite_finished "the guest did not reach the end of guest-init-kmd.sh"
-splat='(Oops|BUG:|WARNING:|KASAN|UBSAN|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|list_(add|del) corruption|blocked for more than)'
-if grep -Eq "$splat" "$LOG.txt"; then
-	grep -E -B2 -A20 "$splat" "$LOG.txt" | head -60
+if grep -Eq "$QEMU_SPLAT" "$LOG.txt"; then
+	grep -E -B2 -A20 "$QEMU_SPLAT" "$LOG.txt" | head -60
 	result_fail kmd_kernel_log_clean "kernel splat during the kmd tests"
 else
 	echo "PASS: kmd_kernel_log_clean" | tee -a "$RESULTS"

@@ -29,6 +29,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/tests/driver
+# shellcheck source=qemu-boot.sh
+. "$HERE/qemu-boot.sh"
 WORK=${NEURON_SUITE_DIR:-/var/tmp/neuron-driver-suite}
 QEMU_TIMEOUT=${NEURON_SUITE_TIMEOUT:-240}
 START=$(date +%s)
@@ -222,14 +224,10 @@ LOG=$WORK/console.log
 say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
 t0=$(date +%s)
 set +e
-timeout --foreground -k 5 "$QEMU_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
-	-nographic -no-reboot -kernel "$VMLINUZ" -initrd "$WORK/initramfs.gz" \
-	-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4" \
-	</dev/null >"$LOG" 2>&1
-qrc=$?
+qemu_boot "$VMLINUZ" "$WORK/initramfs.gz" "$LOG" "=== NEURON SUITE BEGIN" "$QEMU_TIMEOUT"
+qrc=$QEMU_RC
 set -e
 say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
-tr -d '\r' <"$LOG" >"$LOG.txt"
 grep -E '^(PASS|FAIL|# )' "$LOG.txt" | tee -a "$RESULTS" >/dev/null || true
 grep -E '^(PASS|FAIL)' "$LOG.txt" || true
 grep -E '^# ' "$LOG.txt" || true
@@ -253,10 +251,9 @@ if ! grep -q '^=== NEURON SUITE END' "$LOG.txt"; then
 	say "the guest did not finish the suite"
 	failed=$((failed + 1))
 fi
-splat='(Oops|BUG:|WARNING:|KASAN|UBSAN|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|list_(add|del) corruption|blocked for more than)'
-if grep -Eq "$splat" "$LOG.txt"; then
+if grep -Eq "$QEMU_SPLAT" "$LOG.txt"; then
 	say "kernel splat in the console log:"
-	grep -E -B2 -A20 "$splat" "$LOG.txt" | head -60
+	grep -E -B2 -A20 "$QEMU_SPLAT" "$LOG.txt" | head -60
 	echo "FAIL: kernel log free of oops/WARNING/BUG" >>"$RESULTS"
 	failed=$((failed + 1))
 else

@@ -268,7 +268,7 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 		const auto leases = slot.cores_sched->leases();
 		for (uint32_t c = 0; c < leases.size(); ++c) {
 			const chip::CoreLease &l = leases[c];
-			const chip::CoreCounters &k = slot.device->core_counters(c);
+			const chip::CoreCounters &k = chips_.core_counters(d, c);
 			auto *ci = r->add_cores();
 			ci->set_device(d);
 			ci->set_core(c);
@@ -280,6 +280,10 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 			ci->set_tiles(k.tiles.load(std::memory_order_relaxed));
 			ci->set_last_tenant(k.last_tenant.load(std::memory_order_relaxed));
 			ci->set_max_tile_ns(k.max_tile_ns.load(std::memory_order_relaxed));
+			ci->set_max_tile_cpu_ns(k.max_tile_cpu_ns.load(std::memory_order_relaxed));
+			const auto tiles = k.tile_ns.snapshot();
+			ci->set_tile_p99_ns(chip::LatencyHistogram::percentile(tiles, 0.99));
+			ci->set_tile_p999_ns(chip::LatencyHistogram::percentile(tiles, 0.999));
 			ci->set_last_reclaim_ns(l.last_reclaim_ns);
 			if (auto it = active_loan.find({d, c}); it != active_loan.end())
 				ci->set_loan_id(it->second);

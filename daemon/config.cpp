@@ -16,6 +16,10 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 	app.add_option("--socket", c->socket_path,
 		       "Unix socket to listen on (default: $NEURON_SOCKET, /run/neuron/neurond.sock as root, "
 		       "else a per-user path)");
+	app.add_option("--backend", c->backend,
+		       "device backend: emu (simulated chip in-process), kmd (/dev/accel/accel* of driver neuron) "
+		       "or auto (kmd when such a node opens, else emu)")
+		->check(CLI::IsMember({"emu", "kmd", "auto"}));
 	app.add_option("--profile", c->profile, "chip profile: " + chip::profile_names())
 		->check([](const std::string &p) {
 			return chip::find_profile(p) ? std::string() : "unknown profile '" + p + "' (known: " + chip::profile_names() + ")";
@@ -50,9 +54,9 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 	app.add_option("--auto-hold-ms", c->auto_hold_ms, "auto policy: how long load must stay low before lending");
 	app.add_option("--reclaim-deadline-ms", c->reclaim_deadline_ms, "default deadline of a reclaim")
 		->check(CLI::Range(1u, 60000u));
-	app.add_option("--tile-macs", c->tile_macs, "matmul multiply-adds per tile (preemption granularity)")
+	app.add_option("--tile-macs", c->tile_macs, "matmul multiply-adds per tile and host thread (preemption granularity)")
 		->check(CLI::Range(uint64_t(1) << 10, uint64_t(1) << 40));
-	app.add_option("--tile-elements", c->tile_elements, "elements per elementwise/reduction tile")
+	app.add_option("--tile-elements", c->tile_elements, "elements per elementwise/reduction tile and host thread")
 		->check(CLI::Range(uint64_t(1) << 8, uint64_t(1) << 40));
 	try {
 		app.parse(argc, argv);

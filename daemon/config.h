@@ -9,6 +9,10 @@ namespace neuron::daemon {
 
 struct Config {
 	std::string socket_path;      // empty: detail::default_socket_path()
+	// Device backend (DESIGN.md section 1): "emu" (the simulated chip in-process),
+	// "kmd" (/dev/accel/accelN of driver neuron) or "auto" (kmd when a neuron node
+	// opens, else emu). With kmd, devices, cores and HBM come from the driver.
+	std::string backend = "emu";
 	std::string profile = "trn2";
 	uint32_t devices = 1;
 	uint32_t cores = 0;           // 0: the profile's
@@ -33,8 +37,8 @@ struct Config {
 	uint64_t auto_lend_p99_us = 0;           // ... and lend only at or below this p99 (0: ignore)
 	uint32_t auto_hold_ms = 1000;            // ... for this long (hysteresis)
 	uint32_t reclaim_deadline_ms = 100;      // default reclaim deadline
-	uint64_t tile_macs = 1ull << 26;         // matmul multiply-adds per tile
-	uint64_t tile_elements = 1ull << 19;     // elements per elementwise/reduction tile
+	uint64_t tile_macs = 1ull << 24;         // matmul multiply-adds per tile and host thread
+	uint64_t tile_elements = 1ull << 19;     // elements per elementwise/reduction tile and host thread
 };
 
 // Parses argv; on --help/--version prints and returns *exit_code >= 0; on a bad

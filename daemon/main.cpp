@@ -13,6 +13,7 @@
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <stdexcept>
 
 using namespace neuron::daemon;
 
@@ -31,6 +32,10 @@ int main(int argc, char **argv)
 	std::signal(SIGPIPE, SIG_IGN);
 
 	try {
+		// Before the devices: a second daemon must not take the driver's engine
+		// (kmd backend) from the first only to find the socket taken.
+		if (socket_alive(config.socket_path))
+			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
 		ChipSet chips(config);
 		boost::asio::io_context io;
 		Server server(io, chips, config);

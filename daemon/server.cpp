@@ -13,10 +13,6 @@
 
 namespace neuron::daemon {
 
-namespace {
-
-using boost::asio::local::stream_protocol;
-
 // True if something answers on the path (another neurond).
 bool socket_alive(const std::string &path)
 {
@@ -30,6 +26,10 @@ bool socket_alive(const std::string &path)
 	close(fd);
 	return alive;
 }
+
+namespace {
+
+using boost::asio::local::stream_protocol;
 
 void make_parent_dir(const std::string &path)
 {

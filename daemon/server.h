@@ -20,6 +20,9 @@ namespace neuron::daemon {
 class Session;
 class Tenant;
 
+// True if something answers on the Unix socket at path (another neurond).
+bool socket_alive(const std::string &path);
+
 class Server {
 public:
 	// Throws std::runtime_error if the socket cannot be set up.

@@ -40,6 +40,28 @@ Peer peer_of(int fd)
 	return p;
 }
 
+// A kmd device as the driver describes it now (QUERY DEVICE_INFO).
+std::string fill_kmd_device(KmdChip &k, api::DeviceInfo *info)
+{
+	kmd::DeviceInfo d;
+	try {
+		d = k.device().refresh_info();
+	} catch (const std::exception &e) {
+		return std::string("cannot query ") + k.path() + ": " + e.what();
+	}
+	info->set_index(k.index());
+	info->set_profile(d.profile_name);
+	info->set_core_count(d.num_cores);
+	info->set_hbm_bytes(d.hbm_size);
+	info->set_hbm_used_bytes(d.hbm_used);
+	// The driver reports no fragmentation figure: free bytes bound the largest block.
+	info->set_hbm_largest_free_bytes(d.hbm_size - std::min(d.hbm_used, d.hbm_size));
+	info->set_pci_bdf(d.platform_name == "simulated" ? "sim" : d.platform_name);
+	info->set_numa_node(-1);
+	info->set_backend("kmd");
+	return {};
+}
+
 } // namespace
 
 Session::Session(boost::asio::local::stream_protocol::socket socket, Server &server, uint64_t id)
@@ -217,9 +239,16 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 	case api::Request::kListDevices: {
 		auto *r = resp->mutable_list_devices();
 		for (size_t i = 0; i < server_.chips().size(); ++i) {
+			auto *info = r->add_devices();
+			if (KmdChip *k = server_.chips().slot(i).kmd.get()) {
+				if (auto err = fill_kmd_device(*k, info); !err.empty()) {
+					fail(resp, api::ERROR_INTERNAL, err);
+					return true;
+				}
+				continue;
+			}
 			chip::Device &d = *server_.chips().slot(i).device;
 			const chip::HbmStats s = d.stats();
-			auto *info = r->add_devices();
 			info->set_index(d.index());
 			info->set_profile(d.profile().name);
 			info->set_core_count(d.profile().cores);
@@ -326,6 +355,7 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 	case api::Request::kSetPolicy:
 	case api::Request::kSetPool:
 	case api::Request::kSubscribeEvents:
+	case api::Request::kSetWeight:
 		return dispatch_capacity(req, resp);
 	case api::Request::BODY_NOT_SET:
 		break;

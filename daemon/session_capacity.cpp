@@ -8,6 +8,11 @@
 
 namespace neuron::daemon {
 
+namespace {
+// Same cap as Hello.weight (session.cpp): a 1000:1 share is already starvation.
+constexpr uint32_t kMaxWeight = 1000;
+} // namespace
+
 bool Session::require_admin(const std::string &what, api::Response *resp)
 {
 	if (tenant_->admin)
@@ -110,6 +115,26 @@ bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 			fail(resp, api::ERROR_INVALID_ARGUMENT, err);
 		else
 			resp->mutable_ok();
+		return true;
+	}
+	case api::Request::kSetWeight: {
+		// A tenant's own weight, like Hello.weight: no admin right needed. It only
+		// orders the tenant against others of its class; inference still goes first.
+		const uint32_t w = req.set_weight().weight();
+		if (w < 1 || w > kMaxWeight) {
+			fail(resp, api::ERROR_INVALID_ARGUMENT,
+			     "SetWeight.weight must be 1.." + std::to_string(kMaxWeight) + ", got " + std::to_string(w));
+			return true;
+		}
+		tenant_->weight = w;
+		ChipSet &chips = server_.chips();
+		for (size_t d = 0; d < chips.size(); ++d)
+			if (auto &sched = chips.slot(d).cores_sched)
+				for (const auto &l : sched->logical_cores())
+					if (l->tenant() == tenant_->id())
+						l->set_weight(w);
+		NLOG_INFO("tenant.weight", tenant_->log_fields() + " weight=" + std::to_string(w));
+		resp->mutable_ok();
 		return true;
 	}
 	case api::Request::kSubscribeEvents: {

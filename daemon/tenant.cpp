@@ -21,7 +21,11 @@ uint64_t next_queue_id()
 	return next.fetch_add(1);
 }
 
-Tenant::Tenant(uint64_t id, Peer peer, ChipSet &chips) : id_(id), peer_(std::move(peer)), chips_(chips) {}
+Tenant::Tenant(uint64_t id, Peer peer, ChipSet &chips) : id_(id), peer_(std::move(peer)), chips_(chips)
+{
+	if (chips_.backend() == Backend::Kmd)
+		kmd_ = std::make_unique<KmdTenant>(id_, peer_.pid, chips_);
+}
 
 Tenant::~Tenant() { release_all(); }
 
@@ -41,6 +45,8 @@ std::string Tenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, ui
 	*code = api::ERROR_INVALID_ARGUMENT;
 	if (device >= chips_.size())
 		return bad_device(device, chips_.size());
+	if (kmd_)
+		return kmd_->alloc(device, size, alignment, address, code);
 	std::string why;
 	auto addr = chips_.slot(device).device->allocate(size, alignment, &why);
 	if (!addr) {
@@ -58,6 +64,8 @@ std::string Tenant::free(uint32_t device, uint64_t address)
 {
 	if (device >= chips_.size())
 		return bad_device(device, chips_.size());
+	if (kmd_)
+		return kmd_->free(device, address);
 	// Exclusive: waits for a command of this tenant that may be using the memory.
 	std::unique_lock lock(memory_->mutex);
 	if (!memory_->remove_device(device, address))
@@ -81,6 +89,12 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle)
 	struct stat st;
 	if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
 		return "host buffer memfd is smaller than the " + std::to_string(size) + " bytes declared";
+	if (kmd_) {
+		if (auto err = kmd_->register_host(fd, size, next_host_handle_); !err.empty())
+			return err;
+		*handle = next_host_handle_++;
+		return {};
+	}
 	void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return std::string("cannot map the host buffer: ") + std::strerror(errno);
@@ -94,6 +108,8 @@ void Tenant::unmap_host(const chip::HostBuffer &b) { munmap(b.ptr, b.size); }
 
 std::string Tenant::unregister_host(uint32_t handle)
 {
+	if (kmd_)
+		return kmd_->unregister_host(handle);
 	std::unique_lock lock(memory_->mutex);
 	auto b = memory_->remove_host(handle);
 	if (!b)
@@ -110,9 +126,9 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 	DeviceSlot &slot = chips_.slot(device);
 	if (kind != api::QUEUE_KIND_CORE && kind != api::QUEUE_KIND_DMA)
 		return "queue kind must be CORE or DMA";
-	if (kind == api::QUEUE_KIND_CORE && core >= slot.cores.size())
+	if (kind == api::QUEUE_KIND_CORE && core >= slot.core_count)
 		return "core " + std::to_string(core) + " does not exist on device " + std::to_string(device) +
-		       " (it has " + std::to_string(slot.cores.size()) + " cores)";
+		       " (it has " + std::to_string(slot.core_count) + " cores)";
 	if (slots == 0)
 		slots = 256;
 	if (!std::has_single_bit(slots) || slots < 2 || slots > 65536)
@@ -123,6 +139,18 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 	auto q = std::make_shared<chip::Queue>(next_queue_id(), qkind, device, qkind == chip::QueueKind::Dma ? 0 : core,
 					       slots, memory_, directory_);
 	directory_->add(q);
+	if (kmd_) {
+		// The kernel schedules the queue's jobs on physical core `core` (no
+		// logical-core moves on this backend); a ring pump feeds them.
+		if (auto err = kmd_->add_queue(q); !err.empty()) {
+			directory_->remove(q->id());
+			return err;
+		}
+		queues_[q->id()] = q;
+		used_cores |= qkind == chip::QueueKind::Core;
+		*out = q;
+		return {};
+	}
 	queues_[q->id()] = q;
 	// `core` names a logical core: the scheduler runs it on whichever physical cores
 	// the tenant's pool may use, and moves it between tiles.
@@ -142,6 +170,12 @@ std::string Tenant::destroy_queue(uint64_t id)
 		return "queue " + std::to_string(id) + " is not a queue of this tenant";
 	auto q = it->second;
 	q->retire();
+	if (kmd_) {
+		kmd_->remove_queue(id);
+		directory_->remove(id);
+		queues_.erase(it);
+		return {};
+	}
 	DeviceSlot &slot = chips_.slot(q->device());
 	chip::CoreScheduler &sched = q->kind() == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
 	if (auto lc = queue_core_.find(id); lc != queue_core_.end()) {
@@ -159,8 +193,13 @@ std::string Tenant::destroy_queue(uint64_t id)
 
 void Tenant::release_all()
 {
+	if (released_)
+		return;
+	released_ = true;
 	while (!queues_.empty())
 		destroy_queue(queues_.begin()->first);
+	if (kmd_)
+		kmd_->release_all();
 	// Exclusive lock: any command still running on an engine finishes first.
 	std::unique_lock lock(memory_->mutex);
 	for (const auto &[device, allocs] : memory_->device_allocations())
@@ -252,6 +291,10 @@ void Tenant::fill_info(api::TenantInfo *info) const
 	for (const auto &[device, allocs] : memory_->device_allocations())
 		if (!allocs.empty())
 			usage(device)->set_memory_bytes(memory_->device_bytes(device));
+	if (kmd_)
+		for (uint32_t d = 0; d < chips_.size(); ++d)
+			if (const uint64_t bytes = kmd_->device_bytes(d))
+				usage(d)->set_memory_bytes(bytes);
 	for (const auto &[id, q] : queues_) {
 		api::DeviceUsage *u = usage(q->device());
 		u->set_commands_completed(u->commands_completed() + q->completed());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "chip_set.h"
+#include "kmd_tenant.h"
 
 #include <neuron.pb.h>
 #include <logical_core.h>
@@ -61,6 +62,7 @@ public:
 	std::string destroy_queue(uint64_t id);
 
 	// Everything the tenant holds goes back: queues stop, memory is zeroed and freed.
+	// Runs once (later calls do nothing).
 	void release_all();
 	void fill_info(api::TenantInfo *info) const;
 
@@ -80,6 +82,10 @@ private:
 	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_base_;
 	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_prev_;
 	uint32_t next_host_handle_ = 1;
+	bool released_ = false;
+	// The kmd backend's side of this tenant (null on emu): its driver contexts,
+	// BOs and ring pumps. The queues above are still its rings.
+	std::unique_ptr<KmdTenant> kmd_;
 };
 
 // Queue ids are unique across the daemon's life, so a stale id never names a new queue.

@@ -209,3 +209,13 @@ extern "C" neuron_status neuron_free(neuron_client *c, uint32_t device, uint64_t
 	api::Response resp;
 	return call(c, req, &resp);
 }
+
+extern "C" neuron_status neuron_set_weight(neuron_client *c, uint32_t weight)
+{
+	if (!c)
+		return fail(NEURON_ERR_INVALID, "neuron_set_weight: client is NULL");
+	api::Request req;
+	req.mutable_set_weight()->set_weight(weight);
+	api::Response resp;
+	return call(c, req, &resp); // the daemon validates the range and says why
+}

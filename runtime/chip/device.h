@@ -6,6 +6,7 @@
 
 #include "hbm_allocator.h"
 #include "hbm_memory.h"
+#include "latency_histogram.h"
 #include "profile.h"
 
 #include <atomic>
@@ -27,7 +28,14 @@ struct CoreCounters {
 	std::atomic<uint64_t> busy_ns{0};
 	std::atomic<uint64_t> commands{0};
 	std::atomic<uint64_t> tiles{0};
-	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far (the preemption bound)
+	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far, wall time (host preemption included)
+	// Longest tile of a command cut into several, in the engine thread's CPU time: the
+	// tile's own cost, the preemption bound the tiling controls (on a shared host
+	// the wall time also counts slices in which the OS ran something else).
+	std::atomic<uint64_t> max_tile_cpu_ns{0};
+	// Wall times of the tiles of tiled commands: percentiles tell the tiling's bound
+	// apart from the odd tile a busy host stretched (which the maximum reports).
+	LatencyHistogram tile_ns;
 	std::atomic<uint64_t> last_tenant{0};  // tenant of the latest tile (0: none yet)
 	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
 };

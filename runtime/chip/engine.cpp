@@ -22,6 +22,13 @@ namespace {
 // far (virtual ns) behind its class's clock.
 constexpr uint64_t kMaxLag = 4'000'000ull * 1024;
 
+uint64_t thread_cpu_ns()
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
 } // namespace
 
 Engine::Engine(Device &device, int core, CoreScheduler &sched, uint32_t sched_core, EngineOptions options)
@@ -182,7 +189,7 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	f.queue = qp;
 	f.seq = seq;
 	f.next_tile = 0;
-	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget) : TilePlan{};
+	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget, options_.threads) : TilePlan{};
 	l.active.store(true, std::memory_order_release);
 	return Step::Progress;
 }
@@ -212,13 +219,59 @@ Engine::Step Engine::step(LogicalCore &l)
 			return Step::Idle;
 	}
 	LogicalCore::InFlight &f = l.inflight;
-	Queue &q = *f.queue;
+	// A reference of our own: a tile that ends the command resets f.queue while the
+	// queue's memory lock is still held, and the queue may be retired by then.
+	const std::shared_ptr<Queue> keep = f.queue;
+	Queue &q = *keep;
+	// Adaptive tiles: while nobody else waits for this core, the next tile of the
+	// same command follows at once, without going back through the scheduler: the
+	// preemption check is a few atomic loads, so a tenant alone runs its op as if
+	// untiled. Once someone waits, the core is theirs after the running tile.
+	for (;;) {
+		if (run_tile(l, f, q) == Step::Idle)
+			return Step::Progress; // the command ended (fault or retired queue)
+		if (f.next_tile >= f.plan.tiles)
+			break;
+		if (someone_waiting(l))
+			return Step::Progress;
+	}
+	counters_.commands.fetch_add(1, std::memory_order_relaxed);
+	l.commands.fetch_add(1, std::memory_order_relaxed);
+	const uint64_t end = monotonic_ns();
+	const uint64_t since = l.pending_since_ns.load(std::memory_order_relaxed);
+	l.latency.record(since && since < end ? end - since : f.last_tile_ns);
+	q.complete_one();
+	finish_command(l);
+	// The next command of this logical core (if any) starts its clock now.
+	l.pending_since_ns.store(0, std::memory_order_relaxed);
+	return Step::Progress;
+}
+
+bool Engine::someone_waiting(const LogicalCore &self)
+{
+	if (stop_.load(std::memory_order_relaxed) || sched_.generation() != generation_ ||
+	    sched_.reclaim_pending(sched_core_))
+		return true;
+	for (const auto &l : eligible_)
+		if (l.get() != &self && l->claimed_by() < 0 && l->runnable())
+			return true;
+	return false;
+}
+
+// Runs tile f.next_tile of the claimed logical core's command and advances it; Idle
+// if the command ended instead (faulted, or its queue was retired).
+Engine::Step Engine::run_tile(LogicalCore &l, LogicalCore::InFlight &f, Queue &q)
+{
+	// CPU time only for tiles of tiled commands: it is a system call (~1 us here),
+	// too dear for every small command.
+	const bool tiled = f.plan.tiles > 1;
+	const uint64_t cpu_start = tiled ? thread_cpu_ns() : 0;
 	const uint64_t start = monotonic_ns();
 	{
 		std::shared_lock lock(q.memory().mutex);
 		if (q.retired()) {
 			finish_command(l);
-			return Step::Progress;
+			return Step::Idle;
 		}
 		// Again per tile: the memory lock was dropped since the last one, and the
 		// tenant may have freed an operand in between.
@@ -226,7 +279,7 @@ Engine::Step Engine::step(LogicalCore &l)
 		if (auto flt = resolve_operands(f.cmd, q.kind(), device_, q.memory(), views)) {
 			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
 			finish_command(l);
-			return Step::Progress;
+			return Step::Idle;
 		}
 		neuron_cmd tile = f.cmd;
 		if (f.plan.tiles > 1)
@@ -234,7 +287,7 @@ Engine::Step Engine::step(LogicalCore &l)
 		if (auto flt = kernels::execute(tile, std::span(views.data(), tile.num_operands), options_.threads)) {
 			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
 			finish_command(l);
-			return Step::Progress;
+			return Step::Idle;
 		}
 	}
 	const uint64_t end = monotonic_ns();
@@ -243,6 +296,12 @@ Engine::Step Engine::step(LogicalCore &l)
 	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
 	if (dt > counters_.max_tile_ns.load(std::memory_order_relaxed))
 		counters_.max_tile_ns.store(dt, std::memory_order_relaxed);
+	if (tiled) {
+		counters_.tile_ns.record(dt);
+		const uint64_t cpu = thread_cpu_ns() - cpu_start;
+		if (cpu > counters_.max_tile_cpu_ns.load(std::memory_order_relaxed))
+			counters_.max_tile_cpu_ns.store(cpu, std::memory_order_relaxed);
+	}
 	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
 	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);
 	l.busy_ns.fetch_add(dt, std::memory_order_relaxed);
@@ -253,16 +312,8 @@ Engine::Step Engine::step(LogicalCore &l)
 	uint64_t c = clock.load(std::memory_order_relaxed);
 	while (c < v && !clock.compare_exchange_weak(c, v, std::memory_order_relaxed)) {
 	}
-	if (++f.next_tile < f.plan.tiles)
-		return Step::Progress;
-	counters_.commands.fetch_add(1, std::memory_order_relaxed);
-	l.commands.fetch_add(1, std::memory_order_relaxed);
-	const uint64_t since = l.pending_since_ns.load(std::memory_order_relaxed);
-	l.latency.record(since && since < end ? end - since : dt);
-	q.complete_one();
-	finish_command(l);
-	// The next command of this logical core (if any) starts its clock now.
-	l.pending_since_ns.store(0, std::memory_order_relaxed);
+	f.last_tile_ns = dt;
+	++f.next_tile;
 	return Step::Progress;
 }
 

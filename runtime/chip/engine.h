@@ -1,7 +1,10 @@
 // An engine: one host thread that plays one physical NeuronCore (or a device's DMA
 // engine). At every tile boundary it asks its CoreScheduler which logical cores it may
 // run, picks one (inference before training, then the lowest weighted virtual time:
-// fair share within a class), claims it and runs one tile of its current command.
+// fair share within a class), claims it and runs one tile of its current command;
+// further tiles of that command follow at once while no one else waits for the core
+// (adaptive tiles: alone, an op runs at full speed; contended, the core switches
+// within one tile).
 // Logical cores are claimed one engine at a time, so each queue stays in order while
 // its logical core moves between physical cores.
 //
@@ -55,6 +58,10 @@ private:
 	// Picks a logical core and runs one tile of it; false if nothing could run.
 	bool run_one();
 	Step step(LogicalCore &l);
+	Step run_tile(LogicalCore &l, LogicalCore::InFlight &f, Queue &q);
+	// True if the core should go back to the scheduler before the next tile: another
+	// eligible logical core has work, a reclaim or a new eligible set is pending.
+	bool someone_waiting(const LogicalCore &self);
 	Step start_command(LogicalCore &l, const std::shared_ptr<Queue> &q);
 	void finish_command(LogicalCore &l);
 	void fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);

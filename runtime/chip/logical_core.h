@@ -9,7 +9,8 @@
 //  - claim_: at most one engine works on a logical core at a time (CAS -1 -> core);
 //    that engine alone touches the "claimed" state below (the in-flight command),
 //    which is what keeps commands in order however often the core is rebound.
-//  - the counters are relaxed atomics, read by telemetry.
+//  - the counters and weight_ are relaxed atomics (weight_: written by the control
+//    thread, read by engines at every tile; a stale read costs one tile's accuracy).
 #pragma once
 
 #include "latency_histogram.h"
@@ -40,7 +41,9 @@ public:
 	uint32_t device() const { return device_; }
 	uint32_t index() const { return index_; }
 	Pool pool() const { return pool_; }
-	uint32_t weight() const { return weight_; }
+	uint32_t weight() const { return weight_.load(std::memory_order_relaxed); }
+	// Any thread (the control thread on SetWeight); engines read it per tile.
+	void set_weight(uint32_t w) { weight_.store(w ? w : 1, std::memory_order_relaxed); }
 
 	// Control thread.
 	void add_queue(std::shared_ptr<Queue> q);
@@ -78,6 +81,7 @@ public:
 		TilePlan plan;
 		uint64_t seq = 0;
 		uint64_t next_tile = 0;
+		uint64_t last_tile_ns = 0;
 	};
 	InFlight inflight;
 	std::atomic<bool> active{false}; // inflight holds a command (read by runnable())
@@ -92,7 +96,7 @@ private:
 	uint32_t device_;
 	uint32_t index_;
 	Pool pool_;
-	uint32_t weight_;
+	std::atomic<uint32_t> weight_;
 	std::atomic<int> claim_{-1};
 	mutable std::mutex queues_mutex_;
 	std::vector<std::shared_ptr<Queue>> queues_;

@@ -16,8 +16,6 @@ using kernels::command_work;
 using kernels::kMaxCommandWork;
 using kernels::kMaxElementsPerOperand;
 using kernels::numel;
-using kernels::same_view;
-using kernels::self_overlapping;
 
 namespace {
 
@@ -32,10 +30,6 @@ std::string hex(uint64_t v)
 
 kernels::Fault make_fault(uint32_t code, std::string msg) { return kernels::Fault{code, std::move(msg)}; }
 
-
-
-
-
 } // namespace
 
 
@@ -43,7 +37,7 @@ std::optional<kernels::Fault> resolve_operands(const neuron_cmd &cmd, QueueKind 
 					       const TenantMemory &memory, OperandViews &views)
 {
 	const int n = cmd.num_operands;
-	std::array<std::pair<const std::byte *, uint64_t>, NEURON_MAX_OPERANDS> ranges{};
+	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{};
 
 	if (kind == QueueKind::Dma && cmd.opcode != NEURON_OP_COPY && cmd.opcode != NEURON_OP_NOP)
 		return make_fault(NEURON_FAULT_BAD_OPCODE,
@@ -100,27 +94,10 @@ std::optional<kernels::Fault> resolve_operands(const neuron_cmd &cmd, QueueKind 
 		v.ndim = d.ndim;
 		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
 		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
-		ranges[k] = {base, *extent};
+		ranges[k] = {reinterpret_cast<uintptr_t>(base), *extent};
 	}
 
-	if (n == 0)
-		return std::nullopt;
-	if (self_overlapping(cmd.operands[0]))
-		return make_fault(NEURON_FAULT_OVERLAP,
-				  "operand 0 (output): its strides make distinct elements share memory");
-	const auto [out_lo, out_len] = ranges[0];
-	for (int k = 1; k < n; ++k) {
-		const auto [lo, len] = ranges[k];
-		if (out_len == 0 || len == 0 || lo >= out_lo + out_len || out_lo >= lo + len)
-			continue;
-		if (kernels::output_may_alias_inputs(static_cast<neuron_opcode>(cmd.opcode)) &&
-		    same_view(cmd.operands[0], cmd.operands[k]))
-			continue;
-		return make_fault(NEURON_FAULT_OVERLAP,
-				  "operand 0 (output) overlaps operand " + std::to_string(k) +
-					  " (input); only an exact in-place view is allowed, and only for elementwise ops");
-	}
-	return std::nullopt;
+	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
 }
 
 } // namespace neuron::chip

@@ -15,13 +15,16 @@ using kernels::numel;
 bool transcendental(uint16_t op)
 {
 	return op == NEURON_OP_GELU || op == NEURON_OP_SILU || op == NEURON_OP_TANH || op == NEURON_OP_EXP ||
-	       op == NEURON_OP_SOFTMAX;
+	       op == NEURON_OP_SOFTMAX || op == NEURON_OP_LOG_SOFTMAX || op == NEURON_OP_UNARY_MATH ||
+	       op == NEURON_OP_BINARY_MATH || op == NEURON_OP_ADAM_STEP;
 }
 
 bool elementwise(uint16_t op)
 {
-	// The ops whose output element i depends only on element i of each input.
-	return kernels::output_may_alias_inputs(static_cast<neuron_opcode>(op));
+	// The ops whose output element i depends only on element i of each input
+	// (comparisons too: only their bool output may not alias the inputs).
+	return kernels::output_may_alias_inputs(static_cast<neuron_opcode>(op)) || op == NEURON_OP_COMPARE ||
+	       op == NEURON_OP_COMPARE_SCALAR;
 }
 
 void add_split(TilePlan &p, const int (&dims)[NEURON_MAX_OPERANDS], int64_t size, int64_t chunk)
@@ -80,34 +83,97 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	}
 	if (item <= budget)
 		return;
+	// Near-cubic blocks (Mt x Nt x Kt): with K left whole, a long K forces thin output
+	// blocks (e.g. 128x128 for K = 4096) that reach half of BLAS's speed; cubes of
+	// ~256 reach ~0.9 of it, as BLAS blocks K the same way inside. Only an fp32
+	// output may carry partial sums: a bf16/fp16 one would round them.
+	const uint64_t side = std::max<uint64_t>(static_cast<uint64_t>(std::cbrt(double(budget))), 1);
+	uint64_t Kt = K;
+	if (o.dtype == NEURON_DTYPE_F32 && K > side + side / 2) {
+		const uint64_t pieces = (K + side - 1) / side;
+		Kt = (K + pieces - 1) / pieces;
+	}
 	// Near-square output blocks: each streams Mt rows of a and Nt columns of b once.
-	const uint64_t target = std::max<uint64_t>(budget / std::max<uint64_t>(K, 1), 1);
-	const uint64_t side = static_cast<uint64_t>(std::sqrt(double(target)));
+	const uint64_t target = std::max<uint64_t>(budget / std::max<uint64_t>(Kt, 1), 1);
+	const uint64_t sq = static_cast<uint64_t>(std::sqrt(double(target)));
 	uint64_t Mt, Nt;
-	if (N <= side) {
+	if (N <= sq) {
 		Nt = N;
 		Mt = std::max<uint64_t>(target / std::max<uint64_t>(N, 1), 1);
 	} else {
-		Mt = std::clamp<uint64_t>(side, 1, M);
+		Mt = std::clamp<uint64_t>(sq, 1, M);
 		Nt = std::max<uint64_t>(target / Mt, 1);
 	}
+	// Whole multiples of 64: BLAS micro-kernels work on 8-16 wide panels, and ragged
+	// block edges cost it (1024 cut at 362 ran at 0.65 of BLAS here, at 320 at 0.96).
+	auto round64 = [](uint64_t x, uint64_t whole) { return x >= 64 && x < whole ? x / 64 * 64 : x; };
+	Mt = round64(Mt, M);
+	Nt = round64(Nt, N);
+	Kt = round64(Kt, K);
 	const int mdims[NEURON_MAX_OPERANDS] = {nd - 2, nd - 2, -1, -1, -1, -1};
 	const int ndims[NEURON_MAX_OPERANDS] = {nd - 1, -1, nd - 1, -1, -1, -1};
+	const int kdims[NEURON_MAX_OPERANDS] = {-1, nd - 1, nd - 2, -1, -1, -1};
 	add_split(p, mdims, static_cast<int64_t>(M), static_cast<int64_t>(Mt));
 	add_split(p, ndims, static_cast<int64_t>(N), static_cast<int64_t>(Nt));
+	// Last, so it varies fastest: an output block's K tiles run back to back, in
+	// order, while the block is in cache.
+	const int before = p.splits;
+	add_split(p, kdims, static_cast<int64_t>(K), static_cast<int64_t>(Kt));
+	if (p.splits > before)
+		p.split[before].accumulate = true;
+}
+
+// Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. Every output element is written
+// by exactly one tile when the split dim d is not D (the adds would otherwise sum one
+// output element over several tiles, in another order than the whole op does).
+// `drive` is the operand whose extent along d is split; every other operand split
+// along d has at least that extent there (the op's shape rules), so narrowing it to
+// the same block is exact.
+void plan_indexing(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+{
+	const int D = static_cast<int>(cmd.iscalars[0]);
+	int drive = 0;                       // INDEX_SELECT, GATHER: the output
+	bool split[NEURON_MAX_OPERANDS] = {}; // operands that share the output's dims
+	switch (cmd.opcode) {
+	case NEURON_OP_INDEX_SELECT: split[0] = split[1] = true; break;              // out, in (index: 1-d)
+	case NEURON_OP_GATHER: split[0] = split[1] = split[2] = true; break;        // out, in, index
+	case NEURON_OP_INDEX_ADD: split[0] = split[2] = true; drive = 2; break;     // out, src (index: 1-d)
+	case NEURON_OP_SCATTER_ADD: split[0] = split[1] = split[2] = true; drive = 2; break; // out, index, src
+	default: return;
+	}
+	const neuron_tensor_desc &dv = cmd.operands[drive];
+	for (int k = 0; k < cmd.num_operands; ++k)
+		if (split[k] && cmd.operands[k].ndim != dv.ndim)
+			return;
+	const int d = largest_dim(dv, [&](int i) { return i != D; });
+	if (d < 0)
+		return;
+	for (int k = 0; k < cmd.num_operands; ++k)
+		if (split[k] && cmd.operands[k].sizes[d] < dv.sizes[d])
+			return;
+	const uint64_t want = (numel(dv) + budget - 1) / std::max<uint64_t>(budget, 1);
+	if (want <= 1)
+		return;
+	int dims[NEURON_MAX_OPERANDS];
+	std::fill(std::begin(dims), std::end(dims), -1);
+	for (int k = 0; k < cmd.num_operands; ++k)
+		if (split[k])
+			dims[k] = d;
+	add_split(p, dims, dv.sizes[d], (dv.sizes[d] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
 }
 
 } // namespace
 
-TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget)
+TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads)
 {
 	TilePlan p;
 	if (cmd.num_operands == 0)
 		return p;
 	const neuron_tensor_desc &out = cmd.operands[0];
-	const uint64_t elem_budget = transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements;
+	const uint64_t per = static_cast<uint64_t>(std::max(threads, 1));
+	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);
 	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
-		plan_matmul(p, cmd, budget.matmul_macs);
+		plan_matmul(p, cmd, per * budget.matmul_macs);
 	} else if (elementwise(cmd.opcode)) {
 		// Any dim will do: every element is independent.
 		const int d = largest_dim(out, [](int) { return true; });
@@ -119,11 +185,29 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget)
 		const int d = largest_dim(out, [&](int i) { return !(mask >> i & 1); });
 		if (d >= 0)
 			split_same_dim(p, cmd, d, numel(cmd.operands[1]), elem_budget);
-	} else if (cmd.opcode == NEURON_OP_SOFTMAX && cmd.num_operands == 2) {
+	} else if ((cmd.opcode == NEURON_OP_SOFTMAX || cmd.opcode == NEURON_OP_LOG_SOFTMAX) && cmd.num_operands == 2) {
 		const int64_t along = cmd.iscalars[0];
 		const int d = largest_dim(out, [&](int i) { return i != along; });
 		if (d >= 0)
 			split_same_dim(p, cmd, d, numel(out), elem_budget);
+	} else if (cmd.opcode >= NEURON_OP_INDEX_SELECT && cmd.opcode <= NEURON_OP_SCATTER_ADD && cmd.num_operands == 3) {
+		plan_indexing(p, cmd, elem_budget);
+	} else if (cmd.opcode == NEURON_OP_ARG_REDUCE && cmd.num_operands == 2) {
+		// Like softmax: every dim but the one reduced (out keeps it, with size 1).
+		const int64_t along = cmd.iscalars[0];
+		const int d = largest_dim(out, [&](int i) { return i != along; });
+		if (d >= 0)
+			split_same_dim(p, cmd, d, numel(cmd.operands[1]), elem_budget);
+	} else if (cmd.opcode == NEURON_OP_ADAM_STEP && cmd.num_operands == 5) {
+		// Elementwise over param, exp_avg, exp_avg_sq and grad (one shape); the step
+		// count (one element, operand 4) is read whole by every tile.
+		const int d = largest_dim(out, [](int) { return true; });
+		if (d >= 0) {
+			const uint64_t want = (numel(out) + elem_budget - 1) / elem_budget;
+			const int dims[NEURON_MAX_OPERANDS] = {d, d, d, d, -1, -1};
+			if (want > 1)
+				add_split(p, dims, out.sizes[d], (out.sizes[d] + int64_t(want) - 1) / int64_t(want));
+		}
 	}
 	return p;
 }
@@ -136,6 +220,9 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 		index /= static_cast<uint64_t>(sp.count);
 		const int64_t offset = i * sp.chunk;
 		const int64_t len = std::min(sp.chunk, sp.size - offset);
+		if (sp.accumulate && offset > 0)
+			cmd.fscalars.f[1] = 1.0; // add to the partial sums of the K tiles before
+
 		for (int k = 0; k < cmd.num_operands; ++k) {
 			const int d = sp.dim[k];
 			if (d < 0)

@@ -5,9 +5,15 @@
 // narrowed along the split dimensions (an operand that does not have a split
 // dimension, e.g. b for a split along M, is left whole; a broadcast operand with
 // stride 0 keeps pointing at the same bytes). Which dims may be split depends on the
-// op: elementwise/copy/fill any dim; matmul the batch, M and N dims (never K);
-// reductions and softmax a dim they do not reduce. Opcodes this file does not know
-// (ops added later) run as one tile: correct, only not preemptible.
+// op: elementwise/copy/fill/compare any dim; matmul the batch, M and N dims, and K
+// when the output is fp32 (the tiles after the first along K add into the output,
+// beta = 1, as BLAS itself accumulates K blocks into C); reductions, softmax and
+// log-softmax and arg-reduce a dim they do not reduce; the indexing ops a dim other
+// than the one they index; the Adam step any dim of its four tensors (not the step
+// count). Left whole (correct, only not preemptible): a reduction or softmax
+// whose output has no dim to split (e.g. a sum of everything), a bf16/fp16 matmul
+// with a huge K and a tiny output, and opcodes this file does not know (ops added
+// later).
 //
 // Pure functions on private copies; no shared state, no locks.
 #pragma once
@@ -33,6 +39,7 @@ struct TileSplit {
 	int64_t size = 1;             // extent of the split dim
 	int64_t chunk = 1;            // tile extent along it
 	int64_t count = 1;            // ceil(size / chunk)
+	bool accumulate = false;      // a matmul K split: tiles past the first add into the output
 };
 
 struct TilePlan {
@@ -41,10 +48,12 @@ struct TilePlan {
 	uint64_t tiles = 1;
 };
 
-TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget);
+// threads: host threads the command may use (the budget is per thread).
+TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads);
 
 // Narrows cmd (descriptors) and views (host pointers) to tile `index` of plan, in place.
 // Both must describe the whole command on entry (views resolved by resolve_operands).
+// Tiles of one command must run in index order (a K split accumulates).
 void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, OperandViews &views);
 
 } // namespace neuron::chip

@@ -144,6 +144,10 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_gather(cmd, views, max_threads);
 	case NEURON_OP_SCATTER_ADD:
 		return detail::run_scatter_add(cmd, views, max_threads);
+	case NEURON_OP_ADAM_STEP:
+		return detail::run_adam_step(cmd, views, max_threads);
+	case NEURON_OP_ARG_REDUCE:
+		return detail::run_arg_reduce(cmd, views[0], views[1], max_threads);
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

@@ -82,4 +82,54 @@ bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b)
 	return true;
 }
 
+int written_operands(uint16_t opcode) { return opcode == NEURON_OP_ADAM_STEP ? 3 : 1; }
+
+namespace {
+
+// Ops with several outputs (operands [0, written)): outputs and inputs all disjoint.
+std::optional<Fault> check_disjoint(const neuron_cmd &cmd, std::span<const ByteRange> ranges, int written)
+{
+	const int n = cmd.num_operands;
+	for (int o = 0; o < written && o < n; ++o) {
+		if (self_overlapping(cmd.operands[o]))
+			return Fault{NEURON_FAULT_OVERLAP, "operand " + std::to_string(o) +
+								   " (output): its strides make distinct elements share memory"};
+		for (int k = o + 1; k < n; ++k) {
+			const ByteRange a = ranges[o], b = ranges[k];
+			if (a.length == 0 || b.length == 0 || b.start >= a.start + a.length || a.start >= b.start + b.length)
+				continue;
+			return Fault{NEURON_FAULT_OVERLAP, "operand " + std::to_string(o) + " (output) overlaps operand " +
+								   std::to_string(k) + "; this op's operands must be disjoint"};
+		}
+	}
+	return std::nullopt;
+}
+
+} // namespace
+
+std::optional<Fault> check_output_overlap(const neuron_cmd &cmd, std::span<const ByteRange> ranges)
+{
+	const int n = cmd.num_operands;
+	if (n == 0)
+		return std::nullopt;
+	if (const int written = written_operands(cmd.opcode); written > 1)
+		return check_disjoint(cmd, ranges, written);
+	if (self_overlapping(cmd.operands[0]))
+		return Fault{NEURON_FAULT_OVERLAP, "operand 0 (output): its strides make distinct elements share memory"};
+	const ByteRange out = ranges[0];
+	for (int k = 1; k < n; ++k) {
+		const ByteRange in = ranges[k];
+		if (out.length == 0 || in.length == 0 || in.start >= out.start + out.length ||
+		    out.start >= in.start + in.length)
+			continue;
+		if (output_may_alias_inputs(static_cast<neuron_opcode>(cmd.opcode)) &&
+		    same_view(cmd.operands[0], cmd.operands[k]))
+			continue;
+		return Fault{NEURON_FAULT_OVERLAP, "operand 0 (output) overlaps operand " + std::to_string(k) +
+							   " (input); only an exact in-place view is allowed, and only "
+							   "for elementwise ops"};
+	}
+	return std::nullopt;
+}
+
 } // namespace neuron::kernels

@@ -3,10 +3,13 @@
 // runtime/kmd/kmd_engine.cpp) and by tiling, so that all apply the same rules.
 #pragma once
 
+#include "fault.h"
+
 #include <neuron/cmd.h>
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 namespace neuron::kernels {
 
@@ -28,5 +31,21 @@ uint64_t command_work(const neuron_cmd &cmd);
 bool self_overlapping(const neuron_tensor_desc &d);
 // Same memory, dtype, shape and strides.
 bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b);
+
+// The bytes one operand reaches, [start, start + length), in whatever single
+// address space the caller resolved operands into (length 0: nothing).
+struct ByteRange {
+	uint64_t start = 0;
+	uint64_t length = 0;
+};
+// How many leading operands a command writes (1 for all but multi-output ops).
+int written_operands(uint16_t opcode);
+// The output rules every backend applies once operands are resolved: operand 0
+// must not overlap itself, nor any input except as the exact in-place view of
+// an op whose output may alias its inputs. ranges[k] belongs to cmd.operands[k]
+// (cmd.num_operands entries). Ops with several outputs get no aliasing at all:
+// every written operand must be disjoint from every other operand. OVERLAP fault,
+// or nullopt.
+std::optional<Fault> check_output_overlap(const neuron_cmd &cmd, std::span<const ByteRange> ranges);
 
 } // namespace neuron::kernels

@@ -6,10 +6,8 @@
 // other elementwise kernels do; comparisons and maximum/minimum run in double so
 // integer operands up to 2^53 compare exactly. WHERE moves raw elements (a, b and
 // out share one dtype), so it is exact for every dtype.
-#include "block.h"
-#include "iterate.h"
 #include "ops.h"
-#include "parallel.h"
+#include "pointwise.h"
 
 #include <cmath>
 #include <cstring>
@@ -17,33 +15,6 @@
 namespace neuron::kernels::detail {
 
 namespace {
-
-template <int N, class F> void pointwise(std::span<const View> v, int max_threads, F &&body)
-{
-	const int64_t *strides[N];
-	size_t esz[N];
-	std::byte *ptrs[N];
-	for (int k = 0; k < N; ++k) {
-		strides[k] = v[k].strides;
-		esz[k] = dtype_size(v[k].dtype);
-		ptrs[k] = v[k].data;
-	}
-	const auto it = make_iter<N>(v[0].ndim, v[0].sizes, strides, esz, ptrs);
-	if (it.numel == 0)
-		return;
-	const int nt = threads_for(it.numel, kElementwiseGrain, max_threads);
-	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
-		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
-			for (int64_t off = 0; off < n; off += kBlock) {
-				const int64_t m = std::min(kBlock, n - off);
-				std::byte *q[N];
-				for (int k = 0; k < N; ++k)
-					q[k] = p[k] + off * s[k];
-				body(q, s, m);
-			}
-		});
-	});
-}
 
 inline float gelu_grad(float x, bool tanh_form)
 {

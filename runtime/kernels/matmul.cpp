@@ -189,8 +189,13 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 	// ranges of the longer of the output's rows and columns.
 	const double macs = static_cast<double>(nb) * static_cast<double>(M) * static_cast<double>(N) *
 			    static_cast<double>(std::max<int64_t>(K, 1));
-	// Threads only from ~4M multiply-adds (~100 us on one core), each with >= 2M.
-	const int nt = macs < 4194304.0 ? 1 : std::max(1, std::min<int>(max_threads, static_cast<int>(macs / 2097152.0)));
+	// Threads only from ~32M multiply-adds (~1 ms on one core), each with >= 16M:
+	// entering an OpenMP region on a busy host can stall for a scheduler slice
+	// (~2 ms measured for a 256x64x256 product that takes ~90 us on one thread),
+	// so only work well above that cost is spread out.
+	constexpr double kThreadedMacs = 33554432.0, kMacsPerThread = 16777216.0;
+	const int nt = macs < kThreadedMacs ? 1
+					    : std::max(1, std::min<int>(max_threads, static_cast<int>(macs / kMacsPerThread)));
 	std::vector<Tile> tiles;
 	try {
 		const int64_t per_batch = nb >= nt ? 1 : (nt + nb - 1) / nb;

@@ -15,8 +15,11 @@
 namespace neuron::kernels {
 
 // Elements per thread below which splitting an elementwise op or a reduction
-// does not pay (ops with exp/erf/tanh per element use 1/8 of it).
-inline constexpr int64_t kElementwiseGrain = int64_t{1} << 17;
+// does not pay (ops with exp/erf/tanh per element use 1/8 of it). Sized so one
+// thread's share is ~0.5 ms: on a host shared with other work a region's worker
+// can wait a scheduler slice (1-4 ms measured) to run, which a training step's
+// mid-sized ops (16k-64k elements) paid many times over at 1/4 of this grain.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 19;
 
 inline int threads_for(int64_t work, int64_t grain, int max_threads)
 {

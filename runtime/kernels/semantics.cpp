@@ -32,7 +32,7 @@ Fault bad(const std::string &msg) { return Fault{NEURON_FAULT_BAD_OPERAND, msg};
 struct OpInfo {
 	const char *name;
 	int arity;
-	const char *operands[4];
+	const char *operands[NEURON_MAX_OPERANDS];
 };
 
 // Indexed by opcode.
@@ -70,6 +70,9 @@ const OpInfo kOps[NEURON_OP_COUNT_] = {
 	{"index_add", 3, {"out", "index", "src"}},
 	{"gather", 3, {"out", "in", "index"}},
 	{"scatter_add", 3, {"out", "index", "src"}},
+	// ISA 1.2
+	{"adam_step", 5, {"param", "exp_avg", "exp_avg_sq", "grad", "step"}},
+	{"arg_reduce", 2, {"out", "in"}},
 };
 
 struct Checker {
@@ -455,6 +458,61 @@ struct Checker {
 		return unused_scalars(0x0, 0x1);
 	}
 
+	std::optional<Fault> adam_step() const
+	{
+		std::optional<Fault> f;
+		for (int k = 0; k < 4; ++k)
+			if ((f = dtype_is(k, is_floating(d(k).dtype), "f32, bf16 or f16")) || (f = same_shape(k)))
+				return f;
+		const neuron_tensor_desc &step = d(4);
+		int64_t n = 1;
+		for (int i = 0; i < step.ndim; ++i)
+			n *= step.sizes[i];
+		if (n != 1)
+			return bad(who(4) + fmt(": has %" PRId64 " elements; the step count is one element", n));
+		if ((f = dtype_is(4, step.dtype != NEURON_DTYPE_BOOL, "any dtype but bool")))
+			return f;
+		const double lr = cmd.fscalars.f[0], beta1 = cmd.fscalars.f[1], beta2 = cmd.fscalars.f[2],
+			     eps = cmd.fscalars.f[3];
+		double wd;
+		std::memcpy(&wd, &cmd.iscalars[1], sizeof(wd));
+		const struct {
+			const char *name;
+			double v;
+			bool beta;
+		} args[] = {{"f[0] (lr)", lr, false}, {"f[1] (beta1)", beta1, true}, {"f[2] (beta2)", beta2, true},
+			    {"f[3] (eps)", eps, false}, {"i[1] (weight_decay bits)", wd, false}};
+		for (const auto &a : args) {
+			if (!std::isfinite(a.v) || a.v < 0 || (a.beta && a.v >= 1))
+				return bad(fmt("scalars %s=%g must be %s", a.name, a.v,
+					       a.beta ? "in [0, 1)" : "finite and >= 0"));
+		}
+		if (cmd.iscalars[0] & ~int64_t{NEURON_ADAM_DECOUPLED | NEURON_ADAM_MAXIMIZE})
+			return bad(fmt("scalars i[0]=0x%" PRIx64 " has flags other than decoupled (1) and maximize (2)",
+				       static_cast<uint64_t>(cmd.iscalars[0])));
+		return unused_scalars(0xf, 0x3);
+	}
+
+	std::optional<Fault> arg_reduce() const
+	{
+		std::optional<Fault> f;
+		if ((f = dtype_is(0, d(0).dtype == NEURON_DTYPE_I64, "i64")) ||
+		    (f = dtype_is(1, d(1).dtype != NEURON_DTYPE_BOOL, "any dtype but bool")) || (f = dim_of(1)))
+			return f;
+		if (cmd.iscalars[1] != 0 && cmd.iscalars[1] != 1)
+			return bad(fmt("scalars i[1]=%" PRId64 " must be 0 (argmax) or 1 (argmin)", cmd.iscalars[1]));
+		const int64_t dim = cmd.iscalars[0];
+		if (d(1).ndim > 0) {
+			if (d(1).sizes[dim] == 0)
+				return bad(who(1) + fmt(": dim %" PRId64 " is empty; an empty dim has no arg max/min", dim));
+			if ((f = sizes_but_dim(0, 1, 1)))
+				return f;
+		} else if (d(0).ndim != 0) {
+			return bad(who(0) + fmt(": ndim=%u, a 0-d input gives a 0-d index", d(0).ndim));
+		}
+		return unused_scalars(0x0, 0x3);
+	}
+
 	std::optional<Fault> run() const
 	{
 		if (cmd.flags != 0)
@@ -503,6 +561,10 @@ struct Checker {
 		case NEURON_OP_GATHER:
 		case NEURON_OP_SCATTER_ADD:
 			return indexing();
+		case NEURON_OP_ADAM_STEP:
+			return adam_step();
+		case NEURON_OP_ARG_REDUCE:
+			return arg_reduce();
 		default:
 			return elementwise();
 		}

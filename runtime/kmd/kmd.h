@@ -119,6 +119,7 @@ enum class ImportMode { Auto, UdmabufOnly, StagedOnly };
 struct Fence {
 	uint32_t syncobj = 0;
 	uint64_t point = 0;
+	uint64_t job_seq = 0; // the kernel's sequence number of the job on its queue (EngineJobFault::job_seq)
 	bool valid() const { return syncobj != 0; }
 };
 
@@ -148,6 +149,8 @@ public:
 	int fd() const { return fd_; }
 	const std::string &name() const { return name_; }
 	uint64_t core_mask() const; // as the kernel sees it (GET_PARAM CORE_MASK)
+	// The file's DRM client id (fdinfo drm-client-id; EngineJobFault::client_id).
+	uint64_t client_id() const;
 
 	// HBM (BO_CREATE with DRM_NEURON_BO_DEVICE). ENOSPC when HBM is full.
 	DeviceBuffer alloc_device(uint64_t size);
@@ -278,6 +281,10 @@ struct KmdEngineOptions {
 	// Called on a worker thread for every failed job (the daemon logs it and
 	// puts the tenant's queue into its sticky fault state).
 	std::function<void(const EngineJobFault &)> on_fault;
+	// Asked before a job runs: true completes it with -ECANCELED unrun (the
+	// daemon says so for the files of tenants that are gone, whose queued jobs
+	// the kernel still hands over; skipping them returns their memory sooner).
+	std::function<bool(uint64_t client_id)> cancelled;
 };
 
 struct EngineStats {

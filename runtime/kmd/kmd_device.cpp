@@ -6,6 +6,7 @@
 #include <drm/neuron_accel.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -208,6 +209,18 @@ KmdContext::~KmdContext()
 }
 
 uint64_t KmdContext::core_mask() const { return get_param(fd_, DRM_NEURON_PARAM_CORE_MASK); }
+
+uint64_t KmdContext::client_id() const
+{
+	// DRM prints it in the file's fdinfo; there is no ioctl for it.
+	std::ifstream in("/proc/self/fdinfo/" + std::to_string(fd_));
+	std::string line;
+	while (std::getline(in, line))
+		if (line.rfind("drm-client-id:", 0) == 0)
+			return std::stoull(line.substr(14));
+	throw Error(ENOENT, "no drm-client-id in /proc/self/fdinfo/" + std::to_string(fd_) + " of context '" +
+				    name_ + "'");
+}
 
 DeviceBuffer KmdContext::alloc_device(uint64_t size)
 {
@@ -459,7 +472,7 @@ Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const neuron_c
 	}
 	tl.last += 1;
 	tl.pending[tl.last] = status;
-	return Fence{tl.syncobj, tl.last};
+	return Fence{tl.syncobj, tl.last, s.job_seq};
 }
 
 // Called after the timeline reached `point`: reads and drops the status

@@ -36,8 +36,6 @@ using kernels::command_work;
 using kernels::kMaxCommandWork;
 using kernels::kMaxElementsPerOperand;
 using kernels::numel;
-using kernels::same_view;
-using kernels::self_overlapping;
 
 std::string hex(uint64_t v)
 {
@@ -45,11 +43,6 @@ std::string hex(uint64_t v)
 	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
 	return buf;
 }
-
-
-
-
-
 
 using Views = std::array<kernels::View, NEURON_MAX_OPERANDS>;
 
@@ -69,10 +62,11 @@ std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, std::span<const Eng
 	if (command_work(cmd) > kMaxCommandWork)
 		return fault(NEURON_FAULT_BAD_OPERAND, "command needs more than 2^37 element operations; split it");
 
-	std::array<std::pair<uint64_t, uint64_t>, NEURON_MAX_OPERANDS> ranges{}; // HBM offset, length
+	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{}; // HBM offset, length
+	const int written = kernels::written_operands(cmd.opcode); // operands [0, written) are outputs
 	for (int k = 0; k < n; ++k) {
 		const neuron_tensor_desc &d = cmd.operands[k];
-		const bool out = k == 0;
+		const bool out = k < written;
 		const std::string who = "operand " + std::to_string(k) + (out ? " (output)" : " (input)");
 		if (d.mem_space != NEURON_MEM_DEVICE || d.host_buffer != 0)
 			return fault(NEURON_FAULT_BAD_OPERAND,
@@ -116,23 +110,7 @@ std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, std::span<const Eng
 		v.data = hbm + a;
 		ranges[k] = {a, *extent};
 	}
-	if (n == 0)
-		return std::nullopt;
-	if (self_overlapping(cmd.operands[0]))
-		return fault(NEURON_FAULT_OVERLAP, "operand 0 (output): its strides make distinct elements share memory");
-	const auto [out_lo, out_len] = ranges[0];
-	for (int k = 1; k < n; ++k) {
-		const auto [lo, len] = ranges[k];
-		if (out_len == 0 || len == 0 || lo >= out_lo + out_len || out_lo >= lo + len)
-			continue;
-		if (kernels::output_may_alias_inputs(static_cast<neuron_opcode>(cmd.opcode)) &&
-		    same_view(cmd.operands[0], cmd.operands[k]))
-			continue;
-		return fault(NEURON_FAULT_OVERLAP, "operand 0 (output) overlaps operand " + std::to_string(k) +
-							   " (input); only an exact in-place view is allowed, and "
-							   "only for elementwise ops");
-	}
-	return std::nullopt;
+	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
 }
 
 } // namespace
@@ -318,11 +296,23 @@ void KmdEngine::worker(int index, uint64_t mask)
 		EngineJobFault jf{};
 		int status;
 		try {
-			status = run_job(std::span(reinterpret_cast<const std::byte *>(cmd.data()), f.cmd_size), bos, &jf);
+			if (opt_.cancelled && opt_.cancelled(f.client_id))
+				status = -ECANCELED; // its owner is gone: nobody will read the result
+			else
+				status = run_job(std::span(reinterpret_cast<const std::byte *>(cmd.data()), f.cmd_size), bos,
+						 &jf);
 		} catch (const std::exception &e) { // e.g. bad_alloc: fail the job, keep the engine
 			jf.code = NEURON_FAULT_EXEC;
 			jf.reason = std::string("engine exception: ") + e.what();
 			status = -EIO;
+		}
+		// Before the completion: whoever sees the job's fence fail finds the
+		// reason already reported.
+		if (status != 0 && status != -ECANCELED && opt_.on_fault) {
+			jf.client_id = f.client_id;
+			jf.core = f.core;
+			jf.job_seq = f.job_seq;
+			opt_.on_fault(jf);
 		}
 		drm_neuron_engine_complete c{};
 		c.job_id = f.job_id;
@@ -340,12 +330,6 @@ void KmdEngine::worker(int index, uint64_t mask)
 			stats_.commands += f.cmd_size / sizeof(neuron_cmd);
 			stats_.failed += status != 0;
 			stats_.late += late;
-		}
-		if (status != 0 && opt_.on_fault) {
-			jf.client_id = f.client_id;
-			jf.core = f.core;
-			jf.job_seq = f.job_seq;
-			opt_.on_fault(jf);
 		}
 	}
 }

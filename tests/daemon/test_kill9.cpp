@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,6 +20,16 @@ namespace {
 
 constexpr uint64_t kChildBytes = 64ull << 20;
 constexpr uint64_t kReclaimBoundNs = 100'000'000; // the spec's bound
+
+// The bound applies at host speed. The QEMU suite (tests/driver/daemon-suite.sh)
+// runs this under TCG, where the CPU is 10-50x slower and a command already
+// running when the tenant dies takes that much longer to end; it sets
+// NEURON_TEST_RECLAIM_BOUND_MS to scale the bound, and says so in its output.
+uint64_t reclaim_bound_ns()
+{
+	const char *v = getenv("NEURON_TEST_RECLAIM_BOUND_MS");
+	return v && *v ? strtoull(v, nullptr, 10) * 1'000'000ull : kReclaimBoundNs;
+}
 
 struct Ready {
 	int ok;
@@ -219,7 +230,8 @@ void kill_mid_stream(bool dma_stream, uint32_t survivor_core)
 	cr_assert(used == own, "HBM in use is %llu bytes 5 s after the kill, the survivor holds %llu",
 		  (unsigned long long)used, (unsigned long long)own);
 	cr_log_info("reclaim after SIGKILL took %.2f ms", elapsed / 1e6);
-	cr_assert(elapsed < kReclaimBoundNs, "reclaim took %.2f ms, the bound is 100 ms", elapsed / 1e6);
+	cr_assert(elapsed < reclaim_bound_ns(), "reclaim took %.2f ms, the bound is %.0f ms", elapsed / 1e6,
+		  reclaim_bound_ns() / 1e6);
 
 	p.check();
 	cr_assert(!lists_tenant(p.t.client, ready.tenant_id, victim), "neuron_list_tenants still lists the killed tenant");

@@ -18,7 +18,11 @@
 # 4. Boots a second time for the kmd backend library (tests/driver/kmd-suite.sh:
 #    runtime/kmd + tests/kmd/kmd_test.cpp against the driver; skip with
 #    NEURON_SUITE_SKIP_KMD=1).
-# 5. Prints "N passed, N failed" (both boots); exits non-zero on any failure or
+# 5. Boots a third time for neurond's kmd backend (tests/driver/daemon-suite.sh:
+#    the tests/daemon Criterion suites against neurond --backend kmd; needs
+#    neurond and the suites built in NEURON_BUILD_DIR, default build/; skip
+#    with NEURON_SUITE_SKIP_DAEMON=1).
+# 6. Prints "N passed, N failed" (all boots); exits non-zero on any failure or
 #    on a kernel oops/WARNING/BUG/KASAN/lockdep splat in a console log.
 #
 # Environment: NEURON_SUITE_DIR (work directory, default
@@ -237,6 +241,12 @@ grep -E '^# ' "$LOG.txt" || true
 if [ "${NEURON_SUITE_SKIP_KMD:-0}" != 1 ]; then
 	bash "$HERE/kmd-suite.sh" "$ROOT" "$WORK" "$KVER" "$VMLINUZ" "$KO" "$IRD" "$RESULTS" "$QEMU_TIMEOUT" ||
 		echo "FAIL: kmd_suite" >>"$RESULTS"
+fi
+
+# --- third boot: neurond on the kmd backend with the daemon suites --------------
+if [ "${NEURON_SUITE_SKIP_DAEMON:-0}" != 1 ]; then
+	bash "$HERE/daemon-suite.sh" "$ROOT" "$WORK" "$KVER" "$VMLINUZ" "$KO" "$IRD" "$RESULTS" "$QEMU_TIMEOUT" ||
+		echo "FAIL: daemon_suite" >>"$RESULTS"
 fi
 
 # --- verdict -------------------------------------------------------------------

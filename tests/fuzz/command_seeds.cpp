@@ -96,5 +96,58 @@ int main(int argc, char **argv)
 	auto sm = make(NEURON_OP_SOFTMAX, {desc(A, F, {5, 7}), desc(B, F, {5, 7})});
 	sm.iscalars[0] = 1;
 	write(dir, "softmax", 0, sm);
+
+	// ISA 1.1
+	for (int fn = 0; fn < NEURON_UNARY_COUNT_; ++fn) {
+		auto c = make(NEURON_OP_UNARY_MATH, {desc(A, F, {6, 5}), desc(B, F, {6, 5})});
+		c.iscalars[0] = fn;
+		if (fn == NEURON_UNARY_POW)
+			c.fscalars.f[0] = 2.0;
+		write(dir, "unary_math" + std::to_string(fn), 0, c);
+	}
+	for (int fn = 0; fn < NEURON_BINARY_COUNT_; ++fn) {
+		auto c = make(NEURON_OP_BINARY_MATH, {desc(A, F, {6, 5}), desc(B, F, {6, 5}), desc(B + 4096, F, {6, 5})});
+		c.iscalars[0] = fn;
+		write(dir, "binary_math" + std::to_string(fn), 0, c);
+	}
+	const int Bool = NEURON_DTYPE_BOOL, I64 = NEURON_DTYPE_I64;
+	auto cmp = make(NEURON_OP_COMPARE, {desc(A, Bool, {4, 4}), desc(B, F, {4, 4}), desc(B + 4096, F, {4, 4})});
+	cmp.iscalars[0] = NEURON_CMP_LT;
+	write(dir, "compare", 0, cmp);
+	auto cmps = make(NEURON_OP_COMPARE_SCALAR, {desc(A, Bool, {4, 4}), desc(B, F, {4, 4})});
+	cmps.fscalars.f[0] = 0.5;
+	write(dir, "compare_scalar", 0, cmps);
+	write(dir, "where", 0,
+	      make(NEURON_OP_WHERE, {desc(A, F, {4, 4}), desc(B, Bool, {4, 4}), desc(B + 4096, F, {4, 4}),
+				     desc(B + 8192, F, {4, 4})}));
+	auto lsm = make(NEURON_OP_LOG_SOFTMAX, {desc(A, F, {5, 7}), desc(B, F, {5, 7})});
+	lsm.iscalars[0] = 1;
+	write(dir, "log_softmax", 0, lsm);
+	write(dir, "index_select", 0,
+	      make(NEURON_OP_INDEX_SELECT, {desc(A, F, {3, 4}), desc(B, F, {5, 4}), desc(B + 4096, I64, {3})}));
+	write(dir, "index_add", 0,
+	      make(NEURON_OP_INDEX_ADD, {desc(A, F, {5, 4}), desc(B, I64, {3}), desc(B + 4096, F, {3, 4})}));
+	auto gather = make(NEURON_OP_GATHER, {desc(A, F, {3, 2}), desc(B, F, {3, 4}), desc(B + 4096, I64, {3, 2})});
+	gather.iscalars[0] = 1;
+	write(dir, "gather", 0, gather);
+	auto scatter = make(NEURON_OP_SCATTER_ADD, {desc(A, F, {3, 4}), desc(B, I64, {3, 2}), desc(B + 4096, F, {3, 2})});
+	scatter.iscalars[0] = 1;
+	write(dir, "scatter_add", 0, scatter);
+
+	// ISA 1.2: param, exp_avg, exp_avg_sq in one allocation, grad and step in the other.
+	auto adam = make(NEURON_OP_ADAM_STEP, {desc(A, F, {8, 8}), desc(A + 4096, F, {8, 8}), desc(A + 8192, F, {8, 8}),
+					       desc(B, F, {8, 8}), desc(B + 4096, F, {})});
+	adam.fscalars.f[0] = 1e-3;
+	adam.fscalars.f[1] = 0.9;
+	adam.fscalars.f[2] = 0.999;
+	adam.fscalars.f[3] = 1e-8;
+	adam.iscalars[0] = NEURON_ADAM_DECOUPLED;
+	const double wd = 0.01;
+	std::memcpy(&adam.iscalars[1], &wd, sizeof(wd));
+	write(dir, "adam_step", 0, adam);
+	auto argmin = make(NEURON_OP_ARG_REDUCE, {desc(A, I64, {4, 1}), desc(B, F, {4, 9})});
+	argmin.iscalars[0] = 1;
+	argmin.iscalars[1] = 1;
+	write(dir, "arg_reduce", 0, argmin);
 	return 0;
 }

@@ -332,9 +332,9 @@ Test(elementwise, unary_ops)
 		}
 	// Promotion: integer input, floating output; narrow output from f32 input.
 	unary_case(NEURON_OP_EXP, false, NEURON_DTYPE_F32, NEURON_DTYPE_I32, {3, 5}, L::Transposed, L::Contig);
-	unary_case(NEURON_OP_GELU, true, NEURON_DTYPE_BF16, NEURON_DTYPE_F32, {300, 257}, L::Contig, L::Contig);
+	unary_case(NEURON_OP_GELU, true, NEURON_DTYPE_BF16, NEURON_DTYPE_F32, {520, 513}, L::Contig, L::Contig);
 	unary_case(NEURON_OP_RELU, false, NEURON_DTYPE_I64, NEURON_DTYPE_I32, {3, 5}, L::Sliced, L::Contig);
-	unary_case(NEURON_OP_TANH, false, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {300, 257}, L::Contig, L::Contig, 1);
+	unary_case(NEURON_OP_TANH, false, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {520, 513}, L::Contig, L::Contig, 1);
 }
 
 Test(elementwise, unary_special_values)
@@ -363,9 +363,9 @@ Test(elementwise, unary_special_values)
 
 Test(elementwise, large_parallel)
 {
-	// > 2 x 2^17 elements: arithmetic is split among threads (transcendentals already
-	// at {300, 257} above).
-	const Shape big = {520, 513};
+	// > 2 x 2^19 elements: arithmetic is split among threads (transcendentals
+	// already at {520, 513} above).
+	const Shape big = {1030, 1025};
 	for (uint16_t opc : kBinary) {
 		binary_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, NEURON_DTYPE_F32, big, kCombos[0], 1.0);
 		binary_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, NEURON_DTYPE_F32, big, kCombos[1], 1.0);
@@ -386,7 +386,7 @@ Test(elementwise, exact_in_place)
 {
 	for (int dt : {NEURON_DTYPE_F32, NEURON_DTYPE_BF16, NEURON_DTYPE_I64}) {
 		for (L l : {L::Contig, L::Transposed, L::Sliced}) {
-			const Tensor a = make_layout(dt, {520, 513}, l), b = make_layout(dt, {520, 513}, L::Contig);
+			const Tensor a = make_layout(dt, {1030, 1025}, l), b = make_layout(dt, {1030, 1025}, L::Contig);
 			fill_inputs(NEURON_OP_ADD, a, b, 9);
 			const Tensor old = a.clone();
 			auto cmd = make_cmd(NEURON_OP_ADD, {&a, &a, &b});

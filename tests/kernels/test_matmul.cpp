@@ -151,12 +151,13 @@ Test(matmul, batched)
 Test(matmul, large_parallel)
 {
 	// Big enough to be split among threads: by rows, by columns, by batches.
-	mm_case(NEURON_DTYPE_F32, -1, 130, 257, 129, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
-	mm_case(NEURON_DTYPE_F32, -1, 33, 200, 300, ML::Col, ML::Col, ML::Col, 0.5, 1.0);
-	mm_case(NEURON_DTYPE_F32, -1, 100, 100, 100, ML::Strided, ML::Bcast, ML::Strided, 1.0, 0.0);
-	mm_case(NEURON_DTYPE_F32, 8, 96, 96, 96, ML::Row, ML::Bcast, ML::Row, 1.0, 0.0);
-	mm_case(NEURON_DTYPE_F32, 3, 130, 100, 110, ML::Col, ML::Strided, ML::Col, 1.0, 0.5);
-	mm_case(NEURON_DTYPE_BF16, 3, 70, 80, 90, ML::Col, ML::Row, ML::Row, 1.0, 0.0);
-	mm_case(NEURON_DTYPE_F16, -1, 120, 64, 100, ML::Row, ML::Strided, ML::Col, 1.0, 0.0);
-	mm_case(NEURON_DTYPE_F32, -1, 130, 257, 129, ML::Row, ML::Col, ML::Row, 1.0, 0.0, false, 1);
+	// (Threads from 2^25 multiply-adds: see run_matmul.)
+	mm_case(NEURON_DTYPE_F32, -1, 260, 514, 258, ML::Row, ML::Row, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, -1, 66, 800, 640, ML::Col, ML::Col, ML::Col, 0.5, 1.0);
+	mm_case(NEURON_DTYPE_F32, -1, 330, 330, 330, ML::Strided, ML::Bcast, ML::Strided, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, 8, 170, 170, 170, ML::Row, ML::Bcast, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, 3, 260, 200, 220, ML::Col, ML::Strided, ML::Col, 1.0, 0.5);
+	mm_case(NEURON_DTYPE_BF16, 3, 230, 230, 230, ML::Col, ML::Row, ML::Row, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F16, -1, 400, 256, 330, ML::Row, ML::Strided, ML::Col, 1.0, 0.0);
+	mm_case(NEURON_DTYPE_F32, -1, 260, 514, 258, ML::Row, ML::Col, ML::Row, 1.0, 0.0, false, 1);
 }

@@ -165,19 +165,19 @@ Test(reduce, amax_nan_propagates)
 Test(reduce, large_parallel)
 {
 	for (uint16_t opc : {NEURON_OP_SUM, NEURON_OP_MEAN, NEURON_OP_AMAX}) {
-		// > 2 x 2^17 elements: split by outputs, or by the reduced range when there
+		// > 2 x 2^19 elements: split by outputs, or by the reduced range when there
 		// are fewer outputs than threads.
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {520, 520}, 1, RL::Contig);     // outer reduction
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {520, 520}, 2, RL::Contig);     // inner reduction
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {520, 520}, 3, RL::Transposed); // full
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {200000, 3}, 1, RL::Contig);    // few outputs, outer
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {2, 300000}, 2, RL::Sliced);    // few outputs, inner
-		red_case(opc, NEURON_DTYPE_BF16, NEURON_DTYPE_BF16, {520, 520}, 2, RL::Transposed);
-		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {520, 520}, 1, RL::Contig, false, 1);
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {1030, 1030}, 1, RL::Contig);     // outer reduction
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {1030, 1030}, 2, RL::Contig);     // inner reduction
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {1030, 1030}, 3, RL::Transposed); // full
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {400000, 3}, 1, RL::Contig);    // few outputs, outer
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {2, 600000}, 2, RL::Sliced);    // few outputs, inner
+		red_case(opc, NEURON_DTYPE_BF16, NEURON_DTYPE_BF16, {1030, 1030}, 2, RL::Transposed);
+		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {1030, 1030}, 1, RL::Contig, false, 1);
 		red_case(opc, NEURON_DTYPE_F32, NEURON_DTYPE_F32, {200, 3000}, 1, RL::Contig);   // outer, 2 tiles wide
 	}
-	red_case(NEURON_OP_SUM, NEURON_DTYPE_I64, NEURON_DTYPE_U8, {200000, 3}, 3, RL::Contig);
-	red_case(NEURON_OP_AMAX, NEURON_DTYPE_I32, NEURON_DTYPE_I32, {200000, 3}, 1, RL::Contig);
+	red_case(NEURON_OP_SUM, NEURON_DTYPE_I64, NEURON_DTYPE_U8, {400000, 3}, 3, RL::Contig);
+	red_case(NEURON_OP_AMAX, NEURON_DTYPE_I32, NEURON_DTYPE_I32, {400000, 3}, 1, RL::Contig);
 }
 
 Test(reduce, f32_sum_accuracy)

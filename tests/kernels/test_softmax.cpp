@@ -98,8 +98,8 @@ Test(softmax, numerically_stable)
 Test(softmax, large_parallel)
 {
 	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {70000}, 0, false);
-	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {300, 300}, 1, false);
-	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {300, 300}, 0, true);
-	sm_case(NEURON_DTYPE_BF16, NEURON_DTYPE_BF16, {300, 300}, 1, true);
-	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {300, 300}, 1, false, 4, 1);
+	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {400, 400}, 1, false);
+	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {400, 400}, 0, true);
+	sm_case(NEURON_DTYPE_BF16, NEURON_DTYPE_BF16, {400, 400}, 1, true);
+	sm_case(NEURON_DTYPE_F32, NEURON_DTYPE_F32, {400, 400}, 1, false, 4, 1);
 }

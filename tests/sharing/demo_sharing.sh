@@ -19,16 +19,29 @@ trap cleanup EXIT
 pids+=($!)
 for _ in $(seq 50); do [[ -S $NEURON_SOCKET ]] && break; sleep 0.1; done
 
-# The two tenants (tests/sharing/demo_tenant.cpp).
-"$build/tests/sharing/demo-tenant" training 2 "$dir/train.rate" &
-pids+=($!)
+# The two tenants (tests/sharing/demo_tenant.cpp). The inference tenant comes first
+# and busy from its first request: until both exist and inference is loaded, the auto
+# policy sees an idle inference pool and would lend its cores (the story would open
+# with loans).
+echo busy >"$dir/infer.load"
 "$build/tests/sharing/demo-tenant" inference 1 "$dir/infer.rate" "$dir/infer.load" &
+pids+=($!)
+sleep 0.3
+"$build/tests/sharing/demo-tenant" training 2 "$dir/train.rate" &
 pids+=($!)
 rate() { cat "$1" 2>/dev/null || echo "?"; }
 snap() { echo; echo "=== $1 ==="; "$build/tools/neuron-top/neuron-top" --once --interval 500 | sed -n '1,20p'; }
+active_loans() { "$build/tools/neuronctl/neuronctl" --json loans | grep -c '"state": "active"' || true; }
 
-echo busy >"$dir/infer.load"
-sleep 2
+# Warm-up: wait until the policy has settled under inference load, i.e. no active
+# loan for 2.5 s in a row (longer than --auto-hold-ms, so a lend would have shown).
+quiet=0
+for _ in $(seq 60); do
+	if [[ $(active_loans) -eq 0 ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+	((quiet >= 5)) && break
+	sleep 0.5
+done
+((quiet >= 5)) || echo "demo: the auto policy did not settle: loans active under inference load" >&2
 snap "phase 1: inference busy, no loans"
 echo "training rate: $(rate "$dir/train.rate") matmuls/s"
 

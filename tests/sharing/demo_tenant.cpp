@@ -2,7 +2,8 @@
 //   demo-tenant training CORES RATE_FILE            matmuls on CORES logical cores, forever;
 //                                                   writes its matmuls/s to RATE_FILE each second
 //   demo-tenant inference CORES RATE_FILE LOAD_FILE requests whose rate follows LOAD_FILE
-//                                                   ("idle": none, "busy": steady, "burst": flood)
+//                                                   ("idle": none, "busy": steady, 3 in flight,
+//                                                   "burst": floods of 32)
 #include <neuron/neuron.h>
 
 #include <atomic>
@@ -58,15 +59,20 @@ int main(int argc, char **argv)
 					std::ifstream f(load_file);
 					f >> load;
 				}
+				// Inference "busy" keeps 3 requests in flight: a queue depth of 2-3, above
+				// the demo's lend threshold (1) and below its reclaim threshold (6), so
+				// the auto policy leaves the cores where they are. "burst" floods (depth
+				// up to 32: reclaim); "idle" sends nothing (depth 0: lend).
 				const int batch = training ? 4 : load == "idle" ? 0 : load == "burst" ? 32 : 1;
+				const uint64_t in_flight = training ? 0 : load == "busy" ? 2 : 0;
 				uint64_t seq = 0;
 				for (int k = 0; k < batch; ++k)
 					check(neuron_submit(q, &m, &seq), "submit");
-				if (seq)
-					check(neuron_queue_wait(q, seq, -1), "wait");
+				if (seq > in_flight)
+					check(neuron_queue_wait(q, seq - in_flight, -1), "wait");
 				done += uint64_t(batch);
-				if (!training)
-					std::this_thread::sleep_for(std::chrono::milliseconds(load == "burst" ? 0 : 20));
+				if (load == "idle")
+					std::this_thread::sleep_for(std::chrono::milliseconds(20));
 			}
 		});
 	}

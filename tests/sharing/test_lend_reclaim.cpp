@@ -75,7 +75,7 @@ Test(lend_reclaim, limits_are_enforced, .fini = down)
 // per queue, each command cut into tiles that may run on different physical cores.
 Test(lend_reclaim, results_exact_while_rebinding, .fini = down, .timeout = 120)
 {
-	start_daemon({"--cores", "2", "--tile-elements", "65536", "--tile-macs", "262144"});
+	start_daemon({"--cores", "2", "--threads-per-core", "1", "--tile-elements", "65536", "--tile-macs", "262144"});
 	Tenant t;
 	t.open("rebind", NEURON_TENANT_TRAINING, 2);
 	const int64_t n = 1 << 20; // 16 tiles per elementwise command

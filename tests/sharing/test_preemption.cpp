@@ -86,8 +86,8 @@ Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout
 Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 120)
 {
 	start_daemon({"--cores", "2", "--inference-cores", "1"});
-	// Two training tenants on the one training core (libneuron has no weight option
-	// yet, so both have weight 1): each gets about half of it.
+	// Two training tenants on the one training core, both with the default weight 1:
+	// each gets about half of it (test_weight.cpp: unequal weights).
 	Tenant a, b;
 	a.open("first", NEURON_TENANT_TRAINING, 1);
 	b.open("second", NEURON_TENANT_TRAINING, 1);

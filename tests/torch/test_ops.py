@@ -249,6 +249,15 @@ def test_pooling(k, s, p):
     check(lambda a: F.avg_pool2d(a, k, s), noncontig(x))
 
 
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 3, 0), (2, 3, 1)])
+def test_max_pool_ceil_mode(k, s, p):
+    # 9x8 input: with these strides the last window is partial, so ceil_mode adds a row/column.
+    x = rnd((2, 3, 9, 8))
+    check(lambda a: F.max_pool2d(a, k, s, p, ceil_mode=True), x)
+    check(lambda a: F.max_pool2d(a, k, s, p, ceil_mode=True, return_indices=True)[1], x, grad=False)
+    check(lambda a: F.max_pool2d(a, k, s, p, ceil_mode=True), noncontig(x))
+
+
 @pytest.mark.parametrize("shape", [(4, 3, 5, 5), (6, 3), (2, 3, 7)])
 def test_batch_norm_train_and_eval(shape):
     torch.manual_seed(0)

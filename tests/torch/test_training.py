@@ -75,6 +75,17 @@ def test_transformer_lm_adamw():
     assert fb == {}
 
 
+def test_transformer_lm_adamw_fused():
+    # torch.optim's fused=True path: one chip ADAM_STEP per parameter per step.
+    torch.manual_seed(2)
+    data = torch.randint(0, 96, (4, 8, 33))
+    batches = [(data[i % 4, :, :-1], data[i % 4, :, 1:]) for i in range(STEPS)]
+    fb = compare(TinyLM(), lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.01, fused=True), batches,
+                 lambda out, y: F.cross_entropy(out.flatten(0, 1), y.flatten()))
+    assert fb == {}
+    assert torch.neuron.native_ops().get("_fused_adamw_", 0) == STEPS
+
+
 def test_cnn_sgd():
     torch.manual_seed(3)
     data = [(torch.randn(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(4)]

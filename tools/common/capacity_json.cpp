@@ -24,7 +24,8 @@ json to_json(const api::CoreInfo &c)
 		{"home", pool_name(c.home())},     {"holder", pool_name(c.holder())},
 		{"lease_state", c.lease_state()},  {"busy_ns", c.busy_ns()},
 		{"commands", c.commands()},        {"tiles", c.tiles()},
-		{"last_tenant", c.last_tenant()},  {"max_tile_ns", c.max_tile_ns()},
+		{"last_tenant", c.last_tenant()},  {"max_tile_ns", c.max_tile_ns()}, {"max_tile_cpu_ns", c.max_tile_cpu_ns()},
+		{"tile_p99_ns", c.tile_p99_ns()}, {"tile_p999_ns", c.tile_p999_ns()},
 		{"last_reclaim_ns", c.last_reclaim_ns()}, {"loan_id", c.loan_id()}};
 }
 

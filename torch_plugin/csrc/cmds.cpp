@@ -158,5 +158,51 @@ void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask
 	submit(out_keep, cmd);
 }
 
+void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0, double p1, int64_t flags)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_UNARY_MATH, 2);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(in, out).expand(out.sizes()));
+	cmd.iscalars[0] = fn;
+	cmd.iscalars[1] = flags;
+	cmd.fscalars.f[0] = p0;
+	cmd.fscalars.f[1] = p1;
+	submit(out, cmd);
+}
 
+void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_WHERE, 4);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(cond, out).expand(out.sizes()));
+	cmd.operands[2] = desc(safe_input(a, out).expand(out.sizes()));
+	cmd.operands[3] = desc(safe_input(b, out).expand(out.sizes()));
+	submit(out, cmd);
+}
+
+bool index_ok(const Tensor &ix) { return chip_ok(ix) && (ix.scalar_type() == c10::kLong || ix.scalar_type() == c10::kInt); }
+
+void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const Tensor &src)
+{
+	if (index.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_SCATTER_ADD, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(index);
+	cmd.operands[2] = desc(src.sizes() == index.sizes() ? src : src.slice(0, 0, index.size(0)));
+	cmd.iscalars[0] = dim;
+	submit(out, cmd);
+}
+
+std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t)
+{
+	return t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt;
+}
 } // namespace torch_neuron

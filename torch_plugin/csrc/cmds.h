@@ -32,6 +32,16 @@ int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims);
 std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask);
 std::vector<int64_t> drop_shape(const Tensor &self, int64_t mask);
 void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask);
+// out = f(in) by UNARY_MATH (fn: enum neuron_unary_fn; p0/p1/flags as cmd.h says).
+void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0 = 0, double p1 = 0, int64_t flags = 0);
+// out = cond ? a : b (cond bool; a, b of out's dtype), one WHERE command.
+void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b);
+// An index tensor the chip's indexing ops take (i32/i64 on the device).
+bool index_ok(const Tensor &ix);
+// out.scatter_add_(dim, index, src), one SCATTER_ADD command.
+void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const Tensor &src);
+// An optional tensor moved to the CPU (for host fallbacks).
+std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t);
 // dst = cast(src) (broadcast), one COPY command.
 void copy_cast_into(const Tensor &dst, const Tensor &src);
 

@@ -10,26 +10,16 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 namespace torch_neuron {
 
 namespace {
 
 // ---- unary math ----
 
-void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0 = 0, double p1 = 0, int64_t flags = 0)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_UNARY_MATH, 2);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(in, out).expand(out.sizes()));
-	cmd.iscalars[0] = fn;
-	cmd.iscalars[1] = flags;
-	cmd.fscalars.f[0] = p0;
-	cmd.fscalars.f[1] = p1;
-	submit(out, cmd);
-}
 
 template <class CpuFn>
 Tensor &unary_math_into(const char *name, int fn, Tensor &out, const Tensor &self, CpuFn cpu, double p0 = 0,
@@ -288,18 +278,6 @@ Tensor as_device_dtype(const Tensor &t, c10::ScalarType dt, const Tensor &like)
 	return t.to(like.device(), dt);
 }
 
-void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_WHERE, 4);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(cond, out).expand(out.sizes()));
-	cmd.operands[2] = desc(safe_input(a, out).expand(out.sizes()));
-	cmd.operands[3] = desc(safe_input(b, out).expand(out.sizes()));
-	submit(out, cmd);
-}
 
 Tensor where_self(const Tensor &cond, const Tensor &a, const Tensor &b)
 {
@@ -381,7 +359,6 @@ Tensor log_softmax_backward(const Tensor &g, const Tensor &y, int64_t dim, c10::
 
 // ---- indexing ----
 
-bool index_ok(const Tensor &ix) { return chip_ok(ix) && (ix.scalar_type() == c10::kLong || ix.scalar_type() == c10::kInt); }
 
 Tensor &index_select_o(const Tensor &self, int64_t dim, const Tensor &index, Tensor &out)
 {
@@ -469,18 +446,6 @@ Tensor gather(const Tensor &self, int64_t dim, const Tensor &index, bool sparse_
 	return out;
 }
 
-void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const Tensor &src)
-{
-	if (index.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_SCATTER_ADD, 3);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(index);
-	cmd.operands[2] = desc(src.sizes() == index.sizes() ? src : src.slice(0, 0, index.size(0)));
-	cmd.iscalars[0] = dim;
-	submit(out, cmd);
-}
 
 Tensor scatter_add_f(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor &scatter_add_o(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, Tensor &out)
@@ -909,7 +874,30 @@ Tensor native_dropout_backward(const Tensor &g, const Tensor &mask, double scale
 
 // ---- masks and predicates ----
 
-// triu/tril: where(keep, self, 0) with keep computed on the host once per shape.
+// The triu/tril keep-mask of one (rows, cols, k, upper) on one device, made on the
+// host once and kept: causal masks are rebuilt every forward pass, and a fresh
+// host computation plus upload each time costs milliseconds on a busy host (an
+// OpenMP region in CPU triu and a pinned staging block per upload).
+Tensor tri_mask(bool upper, int64_t h, int64_t w, int64_t k, c10::Device dev)
+{
+	using Key = std::tuple<bool, int64_t, int64_t, int64_t, int>;
+	static std::mutex mu;
+	static auto *cache = new std::map<Key, Tensor>; // leaked: device tensors must not die at exit
+	const Key key{upper, h, w, k, dev.index()};
+	std::lock_guard lock(mu);
+	if (auto it = cache->find(key); it != cache->end())
+		return it->second;
+	if (cache->size() >= 64)
+		cache->clear(); // bounded: shapes rarely vary, but some callers sweep them
+	Tensor ones = at::ones({h, w}, at::TensorOptions().dtype(c10::kBool));
+	Tensor keep = (upper ? at::triu(ones, k) : at::tril(ones, k)).to(dev);
+	// The mask may be used from any stream later: let its upload finish first.
+	sync_stream(current_queues(dev.index()));
+	cache->emplace(key, keep);
+	return keep;
+}
+
+// triu/tril: where(keep, self, 0) with a cached device mask.
 Tensor &tri_o(bool upper, const Tensor &self, int64_t k, Tensor &out)
 {
 	NEURON_NATIVE(upper ? "triu" : "tril");
@@ -922,8 +910,7 @@ Tensor &tri_o(bool upper, const Tensor &self, int64_t k, Tensor &out)
 		return out;
 	}
 	const int64_t h = self.size(-2), w = self.size(-1);
-	Tensor ones = at::ones({h, w}, at::TensorOptions().dtype(c10::kBool));
-	Tensor keep = (upper ? at::triu(ones, k) : at::tril(ones, k)).to(self.device());
+	Tensor keep = tri_mask(upper, h, w, k, self.device());
 	Tensor zero = at::empty({}, self.options());
 	fill_cmd(zero, 0);
 	where_cmd(out, keep, self, zero);
@@ -1173,141 +1160,6 @@ Tensor &index_add_o(const Tensor &self, int64_t dim, const Tensor &index, const 
 	return out;
 }
 
-// Convolution has no chip kernel yet: it runs on the host, counted and warned about
-// as a fallback (the generic fallback cannot reach it: ATen registers a
-// "not implemented" kernel for convolution_overrideable).
-std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t)
-{
-	return t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt;
-}
-// Native 2-d convolution (groups 1, not transposed) as im2col + batched matmul:
-// the column matrix is a strided view of the zero-padded input, gathered by one COPY.
-struct Conv2dGeom {
-	int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, hp, wp;
-};
-
-bool conv2d_native(const Tensor &input, const Tensor &weight, c10::IntArrayRef stride, c10::IntArrayRef padding,
-		   c10::IntArrayRef dilation, bool transposed, int64_t groups, Conv2dGeom &g)
-{
-	if (transposed || groups != 1 || input.dim() != 4 || weight.dim() != 4 || !float_dev(input) ||
-	    !float_dev(weight) || input.scalar_type() != weight.scalar_type() || stride.size() != 2 ||
-	    padding.size() != 2 || dilation.size() != 2)
-		return false;
-	g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
-	g.o = weight.size(0), g.kh = weight.size(2), g.kw = weight.size(3);
-	g.sh = stride[0], g.sw = stride[1], g.ph = padding[0], g.pw = padding[1], g.dh = dilation[0], g.dw = dilation[1];
-	g.hp = g.h + 2 * g.ph, g.wp = g.w + 2 * g.pw;
-	g.oh = (g.hp - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-	g.ow = (g.wp - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-	return weight.size(1) == g.c && g.oh > 0 && g.ow > 0 && g.n > 0;
-}
-
-// [N, C*kh*kw, OH*OW] columns of the (padded) input.
-Tensor im2col(const Tensor &input, const Conv2dGeom &g)
-{
-	Tensor padded = input.contiguous();
-	if (g.ph || g.pw) {
-		padded = at::empty({g.n, g.c, g.hp, g.wp}, input.options());
-		fill_cmd(padded, 0);
-		padded.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).copy_(input);
-	}
-	Tensor win = padded.as_strided({g.n, g.c, g.kh, g.kw, g.oh, g.ow},
-				       {g.c * g.hp * g.wp, g.hp * g.wp, g.dh * g.wp, g.dw, g.sh * g.wp, g.sw});
-	Tensor cols = at::empty({g.n, g.c, g.kh, g.kw, g.oh, g.ow}, input.options());
-	copy_cast_into(cols, win);
-	return cols.view({g.n, g.c * g.kh * g.kw, g.oh * g.ow});
-}
-
-Tensor conv_ovr(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias, c10::IntArrayRef stride,
-		c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
-		int64_t groups)
-{
-	Conv2dGeom g;
-	if (conv2d_native(input, weight, stride, padding, dilation, transposed, groups, g)) {
-		NEURON_NATIVE("convolution");
-		Tensor cols = im2col(input, g);
-		const int64_t ckk = g.c * g.kh * g.kw;
-		Tensor w2 = weight.contiguous().view({1, g.o, ckk}).expand({g.n, g.o, ckk});
-		Tensor out = at::empty({g.n, g.o, g.oh * g.ow}, input.options());
-		neuron_cmd cmd;
-		cmd_init(cmd, NEURON_OP_MATMUL, 3);
-		cmd.operands[0] = desc(out);
-		cmd.operands[1] = desc(w2);
-		cmd.operands[2] = desc(cols);
-		cmd.fscalars.f[0] = 1.0;
-		submit(out, cmd);
-		if (bias && bias->defined())
-			binary_op(NEURON_OP_ADD, out, out, bias->view({1, g.o, 1}));
-		return out.view({g.n, g.o, g.oh, g.ow});
-	}
-	note_fallback("aten::convolution_overrideable");
-	return at::convolution(input.cpu(), weight.cpu(), cpu_opt(bias), stride, padding, dilation, transposed,
-			       output_padding, groups)
-		.to(input.device());
-}
-std::tuple<Tensor, Tensor, Tensor> conv_bwd_ovr(const Tensor &grad, const Tensor &input, const Tensor &weight,
-						c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-						bool transposed, c10::IntArrayRef output_padding, int64_t groups,
-						std::array<bool, 3> mask)
-{
-	Conv2dGeom g;
-	if (conv2d_native(input, weight, stride, padding, dilation, transposed, groups, g) && float_dev(grad)) {
-		NEURON_NATIVE("convolution_backward");
-		const int64_t ckk = g.c * g.kh * g.kw, l = g.oh * g.ow;
-		Tensor go = grad.contiguous().view({g.n, g.o, l});
-		Tensor gi, gw, gb;
-		if (mask[1]) {
-			Tensor cols = im2col(input, g);
-			Tensor per = at::empty({g.n, g.o, ckk}, grad.options());
-			neuron_cmd cmd;
-			cmd_init(cmd, NEURON_OP_MATMUL, 3);
-			cmd.operands[0] = desc(per);
-			cmd.operands[1] = desc(go);
-			cmd.operands[2] = desc(cols.transpose(1, 2));
-			cmd.fscalars.f[0] = 1.0;
-			submit(per, cmd);
-			gw = at::empty({1, g.o, ckk}, grad.options());
-			reduce_cmd(NEURON_OP_SUM, gw, per, 1);
-			gw = gw.view(weight.sizes());
-		}
-		if (mask[2]) {
-			gb = at::empty({1, g.o, 1}, grad.options());
-			reduce_cmd(NEURON_OP_SUM, gb, go, 0x5);
-			gb = gb.view({g.o});
-		}
-		if (mask[0]) {
-			Tensor wt = weight.contiguous().view({1, g.o, ckk}).expand({g.n, g.o, ckk}).transpose(1, 2);
-			Tensor gcols = at::empty({g.n, ckk, l}, grad.options());
-			neuron_cmd cmd;
-			cmd_init(cmd, NEURON_OP_MATMUL, 3);
-			cmd.operands[0] = desc(gcols);
-			cmd.operands[1] = desc(wt);
-			cmd.operands[2] = desc(go);
-			cmd.fscalars.f[0] = 1.0;
-			submit(gcols, cmd);
-			Tensor gc = gcols.view({g.n, g.c, g.kh, g.kw, g.oh, g.ow});
-			Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
-			fill_cmd(gp, 0);
-			// col2im: one accumulate per kernel tap (each tap's window has no repeats).
-			for (int64_t i = 0; i < g.kh; ++i)
-				for (int64_t j = 0; j < g.kw; ++j) {
-					Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
-								   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
-					binary_op(NEURON_OP_ADD, dst, dst, gc.select(2, i).select(2, j));
-				}
-			gi = (g.ph || g.pw) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
-		}
-		return {gi, gw, gb};
-	}
-	note_fallback("aten::convolution_backward_overrideable");
-	std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-	auto [a, b, c] = at::convolution_backward(grad.cpu(), input.cpu(), weight.cpu(), c10::IntArrayRef(bias_sizes),
-						  stride, padding, dilation, transposed, output_padding, groups, mask);
-	auto mv = [&](const Tensor &t) { return t.defined() ? t.to(input.device()) : t; };
-	return {mv(a), mv(b), mv(c)};
-}
-
-// amin(x) = -amax(-x)
 Tensor amin_f(const Tensor &self, c10::IntArrayRef dims, bool keepdim)
 {
 	NEURON_NATIVE("amin");
@@ -1400,292 +1252,6 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
 	return self;
 }
 
-// ---- 2-d pooling over strided window views of the (padded) input ----
-
-struct PoolGeom {
-	int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, hp, wp;
-};
-
-bool pool_geom(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, c10::IntArrayRef d,
-	       bool ceil_mode, PoolGeom &g)
-{
-	if (x.dim() != 4 || !float_dev(x) || ceil_mode || k.empty())
-		return false;
-	g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
-	g.kh = k[0], g.kw = k.size() > 1 ? k[1] : k[0];
-	g.sh = s.empty() ? g.kh : s[0], g.sw = s.empty() ? g.kw : (s.size() > 1 ? s[1] : s[0]);
-	g.ph = p.empty() ? 0 : p[0], g.pw = p.empty() ? 0 : (p.size() > 1 ? p[1] : p[0]);
-	g.dh = d.empty() ? 1 : d[0], g.dw = d.empty() ? 1 : (d.size() > 1 ? d[1] : d[0]);
-	g.hp = g.h + 2 * g.ph, g.wp = g.w + 2 * g.pw;
-	g.oh = (g.hp - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-	g.ow = (g.wp - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-	return g.oh > 0 && g.ow > 0 && g.ph <= g.kh / 2 && g.pw <= g.kw / 2;
-}
-
-// [N, C, OH, OW, kh, kw] window view of x padded with `pad_value`.
-Tensor pool_windows(const Tensor &x, const PoolGeom &g, double pad_value)
-{
-	Tensor padded = x.contiguous();
-	if (g.ph || g.pw) {
-		padded = at::empty({g.n, g.c, g.hp, g.wp}, x.options());
-		fill_cmd(padded, pad_value);
-		padded.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).copy_(x);
-	}
-	return padded.as_strided({g.n, g.c, g.oh, g.ow, g.kh, g.kw},
-				 {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw, g.dh * g.wp, g.dw});
-}
-
-std::tuple<Tensor, Tensor> max_pool2d_idx(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
-					  c10::IntArrayRef d, bool ceil_mode)
-{
-	PoolGeom g;
-	if (!pool_geom(x, k, s, p, d, ceil_mode, g)) {
-		note_fallback("aten::max_pool2d_with_indices");
-		auto [o, i] = at::max_pool2d_with_indices(x.cpu(), k, s, p, d, ceil_mode);
-		return {o.to(x.device()), i.to(x.device())};
-	}
-	NEURON_NATIVE("max_pool2d_with_indices");
-	Tensor win = pool_windows(x, g, -INFINITY);
-	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
-	reduce_cmd(NEURON_OP_AMAX, out, win, 0x30);
-	// The index of the first maximum: min over taps of where(v == max, flat index, big).
-	Tensor hit = at::empty({g.n, g.c, g.oh, g.ow, g.kh, g.kw}, x.options().dtype(c10::kBool));
-	{
-		neuron_cmd cmd;
-		cmd_init(cmd, NEURON_OP_COMPARE, 3);
-		cmd.operands[0] = desc(hit);
-		cmd.operands[1] = desc(win);
-		cmd.operands[2] = desc_as(out, hit.sizes());
-		cmd.iscalars[0] = NEURON_CMP_EQ;
-		submit(hit, cmd);
-	}
-	Tensor pos = at::empty({g.oh, g.ow, g.kh, g.kw}, at::TensorOptions().dtype(c10::kLong));
-	auto pa = pos.accessor<int64_t, 4>();
-	for (int64_t a = 0; a < g.oh; ++a)
-		for (int64_t b = 0; b < g.ow; ++b)
-			for (int64_t i = 0; i < g.kh; ++i)
-				for (int64_t j = 0; j < g.kw; ++j) {
-					const int64_t r = a * g.sh + i * g.dh - g.ph, c = b * g.sw + j * g.dw - g.pw;
-					// negated so that AMAX picks the smallest index
-					pa[a][b][i][j] = (r < 0 || c < 0 || r >= g.h || c >= g.w) ? -(int64_t{1} << 40) : -(r * g.w + c);
-				}
-	Tensor posd = pos.to(x.device());
-	Tensor lowest = at::empty({}, posd.options());
-	fill_cmd(lowest, -(int64_t{1} << 50));
-	Tensor cand = at::empty(hit.sizes(), posd.options());
-	where_cmd(cand, hit, posd, lowest);
-	Tensor idx = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, posd.options());
-	reduce_cmd(NEURON_OP_AMAX, idx, cand, 0x30);
-	scalar_op(NEURON_OP_MUL_SCALAR, idx, idx, -1);
-	return {out.view({g.n, g.c, g.oh, g.ow}), idx.view({g.n, g.c, g.oh, g.ow})};
-}
-
-Tensor max_pool2d_idx_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s,
-			  c10::IntArrayRef p, c10::IntArrayRef d, bool ceil_mode, const Tensor &indices)
-{
-	if (x.dim() != 4 || !float_dev(grad) || !index_ok(indices)) {
-		note_fallback("aten::max_pool2d_with_indices_backward");
-		return at::max_pool2d_with_indices_backward(grad.cpu(), x.cpu(), k, s, p, d, ceil_mode, indices.cpu())
-			.to(x.device());
-	}
-	NEURON_NATIVE("max_pool2d_with_indices_backward");
-	const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
-	Tensor gi = at::empty({n, c, hw}, grad.options());
-	fill_cmd(gi, 0);
-	scatter_add_cmd(gi, 2, indices.reshape({n, c, -1}), grad.reshape({n, c, -1}));
-	return gi.view(x.sizes());
-}
-
-bool avg_ok(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
-	    bool count_include_pad, std::optional<int64_t> div, PoolGeom &g)
-{
-	return !div && (count_include_pad || p.empty() || (p[0] == 0 && (p.size() < 2 || p[1] == 0))) &&
-	       pool_geom(x, k, s, p, {}, ceil_mode, g);
-}
-
-Tensor avg_pool2d(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
-		  bool count_include_pad, std::optional<int64_t> div)
-{
-	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g)) {
-		note_fallback("aten::avg_pool2d");
-		return at::avg_pool2d(x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
-	}
-	NEURON_NATIVE("avg_pool2d");
-	Tensor win = pool_windows(x, g, 0.0);
-	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
-	reduce_cmd(NEURON_OP_MEAN, out, win, 0x30);
-	return out.view({g.n, g.c, g.oh, g.ow});
-}
-
-Tensor avg_pool2d_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
-		      bool ceil_mode, bool count_include_pad, std::optional<int64_t> div)
-{
-	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g) || !float_dev(grad)) {
-		note_fallback("aten::avg_pool2d_backward");
-		return at::avg_pool2d_backward(grad.cpu(), x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
-	}
-	NEURON_NATIVE("avg_pool2d_backward");
-	Tensor gs = at::empty(grad.sizes(), grad.options());
-	scalar_op(NEURON_OP_DIV_SCALAR, gs, grad, static_cast<double>(g.kh * g.kw));
-	Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
-	fill_cmd(gp, 0);
-	for (int64_t i = 0; i < g.kh; ++i)
-		for (int64_t j = 0; j < g.kw; ++j) {
-			Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
-						   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
-			binary_op(NEURON_OP_ADD, dst, dst, gs);
-		}
-	return (g.ph || g.pw) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
-}
-
-// ---- batch norm: statistics over every dim but 1 ----
-
-Tensor chan_view(const Tensor &t, int64_t nd)
-{
-	std::vector<int64_t> shape(nd, 1);
-	shape[1] = t.numel();
-	return t.view(shape);
-}
-
-std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor &x, const std::optional<Tensor> &weight,
-					      const std::optional<Tensor> &bias, const std::optional<Tensor> &rmean,
-					      const std::optional<Tensor> &rvar, bool training, double momentum, double eps)
-{
-	const int64_t nd = x.dim();
-	const bool have_running = rmean && rmean->defined() && rvar && rvar->defined();
-	if (!float_dev(x) || nd < 2 || x.scalar_type() != c10::kFloat || (!training && !have_running)) {
-		note_fallback("aten::native_batch_norm");
-		auto r = [&](const std::optional<Tensor> &t) { return cpu_opt(t); };
-		Tensor rm = have_running ? rmean->cpu() : Tensor(), rv = have_running ? rvar->cpu() : Tensor();
-		auto [o, m, v] = at::native_batch_norm(x.cpu(), r(weight), r(bias), have_running ? std::optional<Tensor>(rm) : std::nullopt,
-						       have_running ? std::optional<Tensor>(rv) : std::nullopt, training, momentum, eps);
-		if (have_running) {
-			rmean->copy_(rm);
-			rvar->copy_(rv);
-		}
-		return {o.to(x.device()), m.to(x.device()), v.to(x.device())};
-	}
-	NEURON_NATIVE("native_batch_norm");
-	const int64_t c = x.size(1);
-	int64_t mask = 0, count = 1;
-	for (int64_t i = 0; i < nd; ++i)
-		if (i != 1) {
-			mask |= int64_t{1} << i;
-			count *= x.size(i);
-		}
-	const auto ks = keep_shape(x, mask);
-	Tensor out = at::empty(x.sizes(), x.options());
-	Tensor mean, rstd;
-	if (training) {
-		mean = at::empty(ks, x.options());
-		reduce_cmd(NEURON_OP_MEAN, mean, x, mask);
-		Tensor xc = at::empty(x.sizes(), x.options());
-		binary_op(NEURON_OP_SUB, xc, x, mean);
-		binary_op(NEURON_OP_MUL, out, xc, xc);
-		Tensor var = at::empty(ks, x.options());
-		reduce_cmd(NEURON_OP_MEAN, var, out, mask);
-		rstd = at::empty(ks, x.options());
-		scalar_op(NEURON_OP_ADD_SCALAR, rstd, var, eps);
-		math_cmd(rstd, rstd, NEURON_UNARY_RSQRT);
-		binary_op(NEURON_OP_MUL, out, xc, rstd);
-		if (have_running) {
-			// running = (1 - m) running + m stat (the variance unbiased)
-			scalar_op(NEURON_OP_MUL_SCALAR, *rmean, *rmean, 1.0 - momentum);
-			binary_op(NEURON_OP_ADD, *rmean, *rmean, mean.view({c}), momentum);
-			scalar_op(NEURON_OP_MUL_SCALAR, *rvar, *rvar, 1.0 - momentum);
-			binary_op(NEURON_OP_ADD, *rvar, *rvar, var.view({c}),
-				  momentum * static_cast<double>(count) / static_cast<double>(std::max<int64_t>(count - 1, 1)));
-		}
-	} else {
-		Tensor rs = at::empty({c}, x.options());
-		scalar_op(NEURON_OP_ADD_SCALAR, rs, *rvar, eps);
-		math_cmd(rs, rs, NEURON_UNARY_RSQRT);
-		binary_op(NEURON_OP_SUB, out, x, chan_view(*rmean, nd));
-		binary_op(NEURON_OP_MUL, out, out, chan_view(rs, nd));
-	}
-	if (weight && weight->defined())
-		binary_op(NEURON_OP_MUL, out, out, chan_view(*weight, nd));
-	if (bias && bias->defined())
-		binary_op(NEURON_OP_ADD, out, out, chan_view(*bias, nd));
-	if (!training)
-		return {out, at::empty({0}, x.options()), at::empty({0}, x.options())};
-	return {out, mean.view({c}), rstd.view({c})};
-}
-
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor &go, const Tensor &x, const std::optional<Tensor> &weight,
-						       const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
-						       const std::optional<Tensor> &save_mean,
-						       const std::optional<Tensor> &save_invstd, bool train, double eps,
-						       std::array<bool, 3> mask3)
-{
-	const int64_t nd = x.dim();
-	const bool ok = float_dev(go) && float_dev(x) && nd >= 2 && x.scalar_type() == c10::kFloat &&
-			(train ? (save_mean && save_mean->defined() && save_invstd && save_invstd->defined())
-			       : (rmean && rmean->defined() && rvar && rvar->defined()));
-	if (!ok) {
-		note_fallback("aten::native_batch_norm_backward");
-		auto [a, b, c] = at::native_batch_norm_backward(go.cpu(), x.cpu(), cpu_opt(weight), cpu_opt(rmean), cpu_opt(rvar),
-								cpu_opt(save_mean), cpu_opt(save_invstd), train, eps, mask3);
-		auto mv = [&](const Tensor &t) { return t.defined() ? t.to(x.device()) : t; };
-		return {mv(a), mv(b), mv(c)};
-	}
-	NEURON_NATIVE("native_batch_norm_backward");
-	const int64_t c = x.size(1);
-	int64_t mask = 0;
-	for (int64_t i = 0; i < nd; ++i)
-		if (i != 1)
-			mask |= int64_t{1} << i;
-	const auto ks = keep_shape(x, mask);
-	Tensor mean, rstd;
-	if (train) {
-		mean = chan_view(*save_mean, nd);
-		rstd = chan_view(*save_invstd, nd);
-	} else {
-		mean = chan_view(*rmean, nd);
-		Tensor rs = at::empty({c}, x.options());
-		scalar_op(NEURON_OP_ADD_SCALAR, rs, *rvar, eps);
-		math_cmd(rs, rs, NEURON_UNARY_RSQRT);
-		rstd = chan_view(rs, nd);
-	}
-	Tensor xhat = at::empty(x.sizes(), x.options());
-	binary_op(NEURON_OP_SUB, xhat, x, mean);
-	binary_op(NEURON_OP_MUL, xhat, xhat, rstd);
-	Tensor dx, dw, db;
-	if (mask3[0]) {
-		Tensor g = at::empty(x.sizes(), x.options());
-		if (weight && weight->defined())
-			binary_op(NEURON_OP_MUL, g, go, chan_view(*weight, nd));
-		else
-			copy_cast_into(g, go);
-		if (train) {
-			Tensor m1 = at::empty(ks, x.options()), m2 = at::empty(ks, x.options()), t = at::empty(x.sizes(), x.options());
-			reduce_cmd(NEURON_OP_MEAN, m1, g, mask);
-			binary_op(NEURON_OP_MUL, t, g, xhat);
-			reduce_cmd(NEURON_OP_MEAN, m2, t, mask);
-			binary_op(NEURON_OP_MUL, t, xhat, m2);
-			binary_op(NEURON_OP_SUB, g, g, m1);
-			binary_op(NEURON_OP_SUB, g, g, t);
-		}
-		binary_op(NEURON_OP_MUL, g, g, rstd);
-		dx = g;
-	}
-	if (mask3[1]) {
-		Tensor t = at::empty(x.sizes(), x.options());
-		binary_op(NEURON_OP_MUL, t, go, xhat);
-		dw = at::empty(ks, x.options());
-		reduce_cmd(NEURON_OP_SUM, dw, t, mask);
-		dw = dw.view({c});
-	}
-	if (mask3[2]) {
-		db = at::empty(ks, x.options());
-		reduce_cmd(NEURON_OP_SUM, db, go, mask);
-		db = db.view({c});
-	}
-	return {dx, dw, db};
-}
-
 Tensor &where_o(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out)
 {
 	Tensor r = where_self(cond, a, b);
@@ -1712,18 +1278,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("all.all_out", &all_o);
 	m.impl("any.all_out", &any_o);
 	m.impl("where.self_out", &where_o);
-	m.impl("native_batch_norm", &batch_norm);
-	m.impl("native_batch_norm_backward", &batch_norm_backward);
-	m.impl("max_pool2d_with_indices", &max_pool2d_idx);
-	m.impl("max_pool2d_with_indices_backward", &max_pool2d_idx_bwd);
-	m.impl("avg_pool2d", &avg_pool2d);
-	m.impl("avg_pool2d_backward", &avg_pool2d_bwd);
 	m.impl("amin", &amin_f);
 	m.impl("min", &min_all);
 	m.impl("index.Tensor", &index_t);
 	m.impl("_index_put_impl_", &index_put_impl);
-	m.impl("convolution_overrideable", &conv_ovr);
-	m.impl("convolution_backward_overrideable", &conv_bwd_ovr);
 	m.impl("sgn", &sgn_f);
 	m.impl("sgn_", &sgn_i);
 	m.impl("sgn.out", &sgn_o);

@@ -76,6 +76,14 @@ neuron_status neuron_connect(const struct neuron_connect_options *opts, neuron_c
 void neuron_disconnect(neuron_client *client);
 uint64_t neuron_tenant_id(const neuron_client *client);
 
+/* Sets this tenant's fair-share weight, 1..1000 (the default is 1). Where tenants of
+ * one kind (class) share a NeuronCore, each gets core time in proportion to its
+ * weight: weights 3 and 1 give about 3/4 and 1/4 of the core while both have work.
+ * It does not order classes: inference work still goes before training work. Takes
+ * effect from the daemon's next tile on, for every queue the tenant has and creates.
+ * NEURON_ERR_INVALID for a weight outside 1..1000 (the client stays usable). */
+neuron_status neuron_set_weight(neuron_client *client, uint32_t weight);
+
 /* ---- devices ---- */
 struct neuron_device_info {
 	uint32_t index;

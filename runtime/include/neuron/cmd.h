@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 1
+#define NEURON_CMD_ABI_MINOR 2
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -129,7 +129,40 @@ enum neuron_opcode {
 	NEURON_OP_INDEX_ADD = 29,
 	NEURON_OP_GATHER = 30,
 	NEURON_OP_SCATTER_ADD = 31,
-	NEURON_OP_COUNT_ = 32,
+
+	/* ---- ISA 1.2 (fused optimizer step, arg reductions) ---- */
+	/*
+	 * ADAM_STEP (param, exp_avg, exp_avg_sq, grad, step): one Adam or AdamW step of
+	 * one parameter, as torch.optim's fused kernels compute it. param, exp_avg,
+	 * exp_avg_sq and grad have one shape (floating dtypes; the math runs in f32);
+	 * param, exp_avg and exp_avg_sq are read and written, grad is read; no two
+	 * operands may overlap. step is one element (any dtype but bool): the step
+	 * number t >= 1, read on the device so the host never waits for it.
+	 *   g = maximize ? -grad : grad
+	 *   Adam:  g += weight_decay * param      AdamW: param -= lr * weight_decay * param
+	 *   exp_avg    = beta1 * exp_avg + (1 - beta1) * g
+	 *   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+	 *   param     -= lr / (1 - beta1^t) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
+	 * f[0] lr, f[1] beta1, f[2] beta2, f[3] eps; i[0] flags (bit 0: AdamW's decoupled
+	 * weight decay, bit 1: maximize); i[1] the IEEE-754 bits of weight_decay (a double).
+	 * lr, eps and weight_decay are finite and >= 0, betas in [0, 1).
+	 */
+	NEURON_OP_ADAM_STEP = 32,
+	/*
+	 * ARG_REDUCE (out, in): out (i64) = index of the largest (i[1] = 0, argmax) or
+	 * smallest (i[1] = 1, argmin) element of in along dim i[0]; the first one on
+	 * ties, and the first NaN if the row has one (as PyTorch). out has in's ndim
+	 * with size 1 along dim (keepdim); in is any dtype but bool, compared as double;
+	 * the dim must not be empty.
+	 */
+	NEURON_OP_ARG_REDUCE = 33,
+	NEURON_OP_COUNT_ = 34,
+};
+
+/* Flags of NEURON_OP_ADAM_STEP (i[0]). */
+enum neuron_adam_flags {
+	NEURON_ADAM_DECOUPLED = 1, /* AdamW */
+	NEURON_ADAM_MAXIMIZE = 2,
 };
 
 /* Functions of NEURON_OP_UNARY_MATH (i[0]). */

@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Third QEMU boot of the driver suite: neurond on the kmd backend (issue 3
+# item 7). The libneuron tenant suites of tests/daemon (Criterion) run in the
+# guest against a neurond started with --backend kmd, so every allocation,
+# copy and command goes through neuron.ko. Called by run-qemu-suite.sh with
+#
+#   daemon-suite.sh ROOT WORK KVER VMLINUZ KO BASE_INITRAMFS_DIR RESULTS TIMEOUT
+#
+# 1. Builds neurond and the test-daemon-* binaries in a Meson build dir
+#    (NEURON_BUILD_DIR, default ROOT/build; set up if missing; -j2).
+# 2. Packs an initramfs: the main boot's (busybox, DRM modules, neuron.ko),
+#    tests/driver/guest-init-daemon.sh as /init, the binaries and every shared
+#    library ldd lists (at their host paths, so RPATHs keep working) plus the
+#    dynamic loader.
+# 3. Boots it; the guest prints one PASS/FAIL line per Criterion test
+#    (from its TAP output); they are appended to RESULTS,
+#    plus a FAIL line for a missing end marker, a timeout or a kernel splat.
+# NEURON_SUITE_SKIP_DAEMON=1 (in run-qemu-suite.sh) skips this boot.
+set -uo pipefail
+
+ROOT=$1 WORK=$2 KVER=$3 VMLINUZ=$4 KO=$5 BASE_IRD=$6 RESULTS=$7 QEMU_TIMEOUT=$8
+HERE=$ROOT/tests/driver
+# shellcheck source=qemu-boot.sh
+. "$HERE/qemu-boot.sh"
+DW=$WORK/daemon
+mkdir -p "$DW"
+say() { echo "[driver-suite] daemon: $*"; }
+result_fail() { echo "FAIL: $1" >>"$RESULTS"; [ -n "${2:-}" ] && echo "# $2" >>"$RESULTS"; echo "FAIL: $1${2:+ ($2)}"; }
+
+# The suites that run in the guest (tests/daemon/meson.build's names).
+SUITES=${NEURON_DAEMON_SUITES:-"e2e-ops isolation malformed-control malformed-ring lifecycle kill9 kmd-backend"}
+
+# --- 1. binaries -------------------------------------------------------------------
+BUILD=${NEURON_BUILD_DIR:-$ROOT/build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+	say "setting up $BUILD"
+	meson setup "$BUILD" >"$DW/meson-setup.log" 2>&1 ||
+		{ tail -20 "$DW/meson-setup.log"; result_fail daemon_build "meson setup $BUILD failed"; exit 0; }
+fi
+targets=(daemon/neurond)
+for s in $SUITES; do targets+=("tests/daemon/test-daemon-$s"); done
+say "building ${targets[*]} in $BUILD (-j2)"
+t0=$(date +%s)
+if ! ninja -C "$BUILD" -j2 "${targets[@]}" >"$DW/build.log" 2>&1; then
+	tail -30 "$DW/build.log"
+	result_fail daemon_build "neurond or the daemon suites did not build; see $DW/build.log"
+	exit 0
+fi
+say "build step took $(( $(date +%s) - t0 ))s"
+
+# --- 2. initramfs ------------------------------------------------------------------
+IRD=$DW/initramfs
+rm -rf "$IRD"
+cp -a "$BASE_IRD" "$IRD"
+# A file at its host path inside the initramfs (libraries follow RPATH/ldconfig paths).
+put() {
+	local f
+	f=$(readlink -f "$1")
+	mkdir -p "$IRD$(dirname "$1")"
+	cp -L "$f" "$IRD$1"
+}
+bins=("$BUILD/daemon/neurond")
+for s in $SUITES; do bins+=("$BUILD/tests/daemon/test-daemon-$s"); done
+libs=$(for b in "${bins[@]}"; do ldd "$b"; done | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | sort -u)
+for f in "${bins[@]}" $libs; do put "$f"; done
+# The loader the binaries name (PT_INTERP), and ldconfig's search path.
+put /lib64/ld-linux-x86-64.so.2
+mkdir -p "$IRD/lib64" "$IRD/etc"
+echo "/lib/x86_64-linux-gnu" >"$IRD/etc/ld.so.conf"
+# What the guest runs: neurond on the kmd backend (the suites start a daemon
+# per test through $NEURON_DAEMON, with --profile/--devices/... that the kmd
+# backend reports as not applying; the module is loaded to match them).
+cat >"$IRD/bin/neurond-kmd" <<WRAP
+#!/bin/sh
+exec $BUILD/daemon/neurond --backend kmd "\$@"
+WRAP
+chmod +x "$IRD/bin/neurond-kmd"
+{
+	echo "BUILD=$BUILD"
+	echo "SUITES=\"$SUITES\""
+} >"$IRD/daemon-suite.env"
+cp "$HERE/guest-init-daemon.sh" "$IRD/init"
+chmod +x "$IRD/init"
+for a in chmod rmmod mktemp rm date env id kill ps; do ln -sf busybox "$IRD/bin/$a"; done
+(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$DW/initramfs.gz"
+say "initramfs $(du -h "$DW/initramfs.gz" | cut -f1)"
+
+# --- 3. boot -----------------------------------------------------------------------
+LOG=$DW/console.log
+say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
+t0=$(date +%s)
+qemu_boot "$VMLINUZ" "$DW/initramfs.gz" "$LOG" "=== NEURON DAEMON SUITE BEGIN" "$QEMU_TIMEOUT"
+qrc=$QEMU_RC
+say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
+grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
+echo "[driver-suite] daemon: $(grep -c '^PASS: daemon-kmd' "$LOG.txt") tests passed, $(grep -c '^FAIL: daemon-kmd' "$LOG.txt") failed"
+grep -E '^FAIL' "$LOG.txt" || true
+grep -E '^# daemon' "$LOG.txt" | head -80 || true
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	tail -40 "$LOG.txt"
+	result_fail daemon_qemu_timeout "QEMU did not finish within ${QEMU_TIMEOUT}s"
+fi
+grep -q '^=== NEURON DAEMON SUITE END' "$LOG.txt" ||
+	result_fail daemon_suite_finished "the guest did not reach the end of guest-init-daemon.sh"
+if grep -Eq "$QEMU_SPLAT" "$LOG.txt"; then
+	grep -E -B2 -A20 "$QEMU_SPLAT" "$LOG.txt" | head -60
+	result_fail daemon_kernel_log_clean "kernel splat during the daemon suites"
+else
+	echo "PASS: daemon_kernel_log_clean" | tee -a "$RESULTS"
+fi
+exit 0

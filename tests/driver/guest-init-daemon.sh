@@ -1,0 +1,77 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# /init of the daemon boot of the QEMU suite (tests/driver/daemon-suite.sh):
+# loads the DRM modules and neuron.ko (2 trn2 devices of 2 cores and 256 MiB,
+# what the daemon suites' neurond settings ask for), runs each tests/daemon
+# Criterion suite with NEURON_DAEMON = neurond --backend kmd, prints a PASS/FAIL
+# line per test (from Criterion's TAP report), and powers off.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
+echo 5 >/proc/sys/kernel/printk
+# See guest-init-kmd.sh: qemu64 + OpenBLAS's runtime dispatch = 3DNow! in TCG.
+export OPENBLAS_CORETYPE=Prescott
+. /daemon-suite.env
+
+for m in $(cat /modules.order); do
+	insmod /lib/modules/$m || echo "# insmod $m failed"
+done
+
+echo "=== NEURON DAEMON SUITE BEGIN"
+# Job timeout 20 s: TCG runs the op kernels 10-50x slower than a host, and
+# the pump's job budget is sized for the default 2 s on real cores.
+if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20000; then
+	export NEURON_DAEMON=/bin/neurond-kmd
+	# kill9's reclaim bound (100 ms at host speed) scaled for TCG: a command
+	# running when the tenant dies runs 10-50x slower here.
+	export NEURON_TEST_RECLAIM_BOUND_MS=1000
+	echo "# daemon-kmd: kill9 reclaim bound scaled to ${NEURON_TEST_RECLAIM_BOUND_MS} ms for TCG"
+	# Fail fast if neurond cannot use the driver at all.
+	if /bin/neurond-kmd --socket /tmp/probe.sock --log-level info >/tmp/probe.log 2>&1 &
+	then
+		pid=$!
+		sleep 2
+		if grep -q 'backend=kmd' /tmp/probe.log; then
+			echo "PASS: daemon_kmd_backend_selected"
+		else
+			echo "FAIL: daemon_kmd_backend_selected"
+			sed 's/^/# neurond: /' /tmp/probe.log | head -20
+		fi
+		kill $pid 2>/dev/null
+		wait $pid 2>/dev/null
+	fi
+	for s in $SUITES; do
+		t0=$(date +%s)
+		"$BUILD/tests/daemon/test-daemon-$s" --jobs=1 --tap=/tmp/$s.tap >/tmp/$s.out 2>&1
+		rc=$?
+		# Criterion's TAP: "ok - suite::test  (0.01s)" / "not ok - suite::test ...".
+		# A skip here means neurond was not on the kmd backend: a failure.
+		sed -n -e "s/^ok \([0-9]* \)*- \([^ ]*\).*# SKIP\(.*\)/FAIL: daemon-kmd \2 skipped:\3/p" \
+		       -e "/# SKIP/d" \
+		       -e "s/^ok \([0-9]* \)*- \([^ ]*\).*/PASS: daemon-kmd \2/p" \
+		       -e "s/^not ok \([0-9]* \)*- \([^ ]*\).*/FAIL: daemon-kmd \2/p" /tmp/$s.tap
+		# One line per test is counted; the suite adds a FAIL only when it failed
+		# without a failing test to show for it (a crash, a timeout).
+		echo "# daemon-kmd $s: exit $rc after $(( $(date +%s) - t0 ))s"
+		if [ "$rc" != 0 ]; then
+			grep -q '^not ok' /tmp/$s.tap || echo "FAIL: daemon-kmd $s suite exited $rc"
+			grep -v '^[[:space:]]*$' /tmp/$s.out | grep -v '^\[----\]   [0-9T:.-]*Z ' | tail -40 | sed 's/^/# daemon-'$s': /'
+		fi
+	done
+	if rmmod neuron; then
+		echo "PASS: daemon_module_unload_after_suites"
+	else
+		echo "FAIL: daemon_module_unload_after_suites"
+	fi
+else
+	echo "FAIL: daemon_module_load"
+fi
+echo "=== NEURON DAEMON SUITE END"
+echo "=== DMESG BEGIN"
+dmesg
+echo "=== DMESG END"
+poweroff -f

@@ -1,0 +1,386 @@
+// Tiles are exact, and every opcode is preemptible (issue 5: a reclaim always meets
+// its deadline). A neurond with the smallest tiles cuts each command below into many;
+// results are checked against host references computed here, in double. Then a
+// saturating load of the ops that used to run as one tile (log-softmax, the
+// indexing ops, comparisons) must not delay a reclaim past its deadline.
+#include "sharing_test.h"
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <functional>
+
+using namespace neuron;
+using namespace sh;
+
+static void down() { stop_daemon(); }
+
+namespace {
+
+neuron_tensor_desc desc(uint64_t addr, int dtype, std::vector<int64_t> sizes)
+{
+	return neuron_desc_contiguous(addr, dtype, int(sizes.size()), sizes.data());
+}
+
+template <typename T> uint64_t put(Tenant &t, const std::vector<T> &v)
+{
+	const uint64_t a = t.alloc(v.size() * sizeof(T));
+	upload(t.dma, a, v.data(), v.size() * sizeof(T));
+	return a;
+}
+
+template <typename T> std::vector<T> get(Tenant &t, uint64_t addr, size_t n)
+{
+	std::vector<T> v(n);
+	download(t.dma, v.data(), addr, n * sizeof(T));
+	return v;
+}
+
+void run(Tenant &t, const neuron_cmd &c, const char *what)
+{
+	uint64_t seq;
+	cr_assert(neuron_submit(t.cores[0], &c, &seq) == NEURON_OK, "%s: %s", what, neuron_last_error());
+	cr_assert(neuron_queue_wait(t.cores[0], seq, 60'000'000'000) == NEURON_OK, "%s: %s", what, neuron_last_error());
+}
+
+std::vector<float> ramp(size_t n, int mul, int mod)
+{
+	std::vector<float> v(n);
+	for (size_t i = 0; i < n; ++i)
+		v[i] = float(int64_t(i * mul) % mod) / 4.0f - 2.0f;
+	return v;
+}
+
+void expect_close(const std::vector<float> &got, const std::vector<double> &ref, double tol, const char *what)
+{
+	cr_assert_eq(got.size(), ref.size());
+	for (size_t i = 0; i < ref.size(); ++i)
+		cr_assert(std::fabs(got[i] - ref[i]) <= tol * (1.0 + std::fabs(ref[i])), "%s[%zu] = %.6f, expected %.6f",
+			  what, i, double(got[i]), ref[i]);
+}
+
+uint64_t tiles_so_far()
+{
+	uint64_t n = 0;
+	const api::CapacityReply cap = capacity();
+	for (const auto &c : cap.cores())
+		n += c.tiles();
+	return n;
+}
+
+// Runs c and asserts it was cut into at least `min_tiles` tiles.
+void run_tiled(Tenant &t, const neuron_cmd &c, uint64_t min_tiles, const char *what)
+{
+	const uint64_t before = tiles_so_far();
+	run(t, c, what);
+	const uint64_t n = tiles_so_far() - before;
+	cr_assert(n >= min_tiles, "%s ran as %llu tiles, expected at least %llu", what, (unsigned long long)n,
+		  (unsigned long long)min_tiles);
+}
+
+} // namespace
+
+Test(tiling, matmul_split_along_k_accumulates_exactly, .fini = down, .timeout = 120)
+{
+	// 2^10 multiply-adds per tile: 96x80x200 is ~1500 tiles, K cut in ~20 pieces.
+	start_daemon({"--tile-macs", "1024"});
+	Tenant t;
+	t.open("tiles", NEURON_TENANT_TRAINING, 1);
+	const int64_t M = 96, N = 80, K = 200;
+	const auto A = ramp(size_t(M * K), 7, 13), Bt = ramp(size_t(N * K), 5, 11), C0 = ramp(size_t(M * N), 3, 7);
+	const uint64_t da = put(t, A), db = put(t, Bt), dc = put(t, C0);
+	neuron_cmd mm;
+	neuron_cmd_init(&mm, NEURON_OP_MATMUL, 3);
+	mm.operands[0] = desc(dc, NEURON_DTYPE_F32, {M, N});
+	mm.operands[1] = desc(da, NEURON_DTYPE_F32, {M, K});
+	// b = Bt^T: a transposed view, K x N with strides (1, K).
+	mm.operands[2] = desc(db, NEURON_DTYPE_F32, {K, N});
+	mm.operands[2].strides[0] = 1;
+	mm.operands[2].strides[1] = K;
+	mm.fscalars.f[0] = 0.5;  // alpha
+	mm.fscalars.f[1] = -2.0; // beta: only the first K tile may apply it
+	run_tiled(t, mm, 100, "matmul");
+	std::vector<double> ref(size_t(M * N));
+	for (int64_t i = 0; i < M; ++i)
+		for (int64_t j = 0; j < N; ++j) {
+			double s = 0;
+			for (int64_t k = 0; k < K; ++k)
+				s += double(A[size_t(i * K + k)]) * double(Bt[size_t(j * K + k)]);
+			ref[size_t(i * N + j)] = 0.5 * s - 2.0 * double(C0[size_t(i * N + j)]);
+		}
+	expect_close(get<float>(t, dc, ref.size()), ref, 1e-4, "matmul");
+	t.close();
+}
+
+Test(tiling, log_softmax_compare_and_indexing_are_tiled_and_exact, .fini = down, .timeout = 120)
+{
+	start_daemon({"--tile-elements", "256"});
+	Tenant t;
+	t.open("tiles", NEURON_TENANT_TRAINING, 1);
+
+	{ // log_softmax along dim 1 of [64, 100]: tiles of rows.
+		const int64_t R = 64, C = 100;
+		const auto x = ramp(size_t(R * C), 11, 29);
+		const uint64_t dx = put(t, x), dy = t.alloc(uint64_t(R * C * 4));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_LOG_SOFTMAX, 2);
+		c.operands[0] = desc(dy, NEURON_DTYPE_F32, {R, C});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {R, C});
+		c.iscalars[0] = 1;
+		run_tiled(t, c, 8, "log_softmax");
+		std::vector<double> ref(x.size());
+		for (int64_t r = 0; r < R; ++r) {
+			double m = -1e30, s = 0;
+			for (int64_t j = 0; j < C; ++j)
+				m = std::max(m, double(x[size_t(r * C + j)]));
+			for (int64_t j = 0; j < C; ++j)
+				s += std::exp(double(x[size_t(r * C + j)]) - m);
+			for (int64_t j = 0; j < C; ++j)
+				ref[size_t(r * C + j)] = double(x[size_t(r * C + j)]) - m - std::log(s);
+		}
+		expect_close(get<float>(t, dy, ref.size()), ref, 1e-5, "log_softmax");
+	}
+	{ // compare a < b over 4096 elements (bool output).
+		const int64_t n = 4096;
+		const auto a = ramp(size_t(n), 7, 17), b = ramp(size_t(n), 5, 13);
+		const uint64_t da = put(t, a), db = put(t, b), dout = t.alloc(uint64_t(n));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_COMPARE, 3);
+		c.operands[0] = desc(dout, NEURON_DTYPE_BOOL, {n});
+		c.operands[1] = desc(da, NEURON_DTYPE_F32, {n});
+		c.operands[2] = desc(db, NEURON_DTYPE_F32, {n});
+		c.iscalars[0] = NEURON_CMP_LT;
+		run_tiled(t, c, 8, "compare");
+		const auto got = get<uint8_t>(t, dout, size_t(n));
+		for (int64_t i = 0; i < n; ++i)
+			cr_assert_eq(got[size_t(i)] != 0, a[size_t(i)] < b[size_t(i)], "compare[%lld]", (long long)i);
+	}
+	{ // index_select along dim 0: out[30, 40] = in[index[j], :] with in [50, 40].
+		const int64_t rows = 50, cols = 40, picks = 30;
+		const auto in = ramp(size_t(rows * cols), 3, 31);
+		std::vector<int64_t> idx(static_cast<size_t>(picks));
+		for (int64_t j = 0; j < picks; ++j)
+			idx[size_t(j)] = (j * 17) % rows;
+		const uint64_t din = put(t, in), didx = put(t, idx), dout = t.alloc(uint64_t(picks * cols * 4));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_INDEX_SELECT, 3);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {picks, cols});
+		c.operands[1] = desc(din, NEURON_DTYPE_F32, {rows, cols});
+		c.operands[2] = desc(didx, NEURON_DTYPE_I64, {picks});
+		c.iscalars[0] = 0;
+		run_tiled(t, c, 4, "index_select");
+		std::vector<double> ref(size_t(picks * cols));
+		for (int64_t j = 0; j < picks; ++j)
+			for (int64_t k = 0; k < cols; ++k)
+				ref[size_t(j * cols + k)] = in[size_t(idx[size_t(j)] * cols + k)];
+		expect_close(get<float>(t, dout, ref.size()), ref, 0, "index_select");
+	}
+	{ // gather along dim 1: out[40, 20] = in[i, index[i][j]] with in [40, 30].
+		const int64_t rows = 40, cols = 30, take = 20;
+		const auto in = ramp(size_t(rows * cols), 5, 37);
+		std::vector<int64_t> idx(size_t(rows * take));
+		for (size_t i = 0; i < idx.size(); ++i)
+			idx[i] = int64_t(i * 7) % cols;
+		const uint64_t din = put(t, in), didx = put(t, idx), dout = t.alloc(uint64_t(rows * take * 4));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_GATHER, 3);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {rows, take});
+		c.operands[1] = desc(din, NEURON_DTYPE_F32, {rows, cols});
+		c.operands[2] = desc(didx, NEURON_DTYPE_I64, {rows, take});
+		c.iscalars[0] = 1;
+		run_tiled(t, c, 3, "gather");
+		std::vector<double> ref(size_t(rows * take));
+		for (int64_t i = 0; i < rows; ++i)
+			for (int64_t j = 0; j < take; ++j)
+				ref[size_t(i * take + j)] = in[size_t(i * cols + idx[size_t(i * take + j)])];
+		expect_close(get<float>(t, dout, ref.size()), ref, 0, "gather");
+	}
+	{ // index_add along dim 0: out[20, 64] += src[j, :] at row index[j], src [50, 64].
+		const int64_t rows = 20, cols = 64, n = 50;
+		const auto out0 = ramp(size_t(rows * cols), 3, 5), src = ramp(size_t(n * cols), 9, 23);
+		std::vector<int64_t> idx(static_cast<size_t>(n));
+		for (int64_t j = 0; j < n; ++j)
+			idx[size_t(j)] = (j * 13) % rows;
+		const uint64_t dout = put(t, out0), didx = put(t, idx), dsrc = put(t, src);
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_INDEX_ADD, 3);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {rows, cols});
+		c.operands[1] = desc(didx, NEURON_DTYPE_I64, {n});
+		c.operands[2] = desc(dsrc, NEURON_DTYPE_F32, {n, cols});
+		c.iscalars[0] = 0;
+		run_tiled(t, c, 8, "index_add");
+		std::vector<double> ref(out0.begin(), out0.end());
+		for (int64_t j = 0; j < n; ++j)
+			for (int64_t k = 0; k < cols; ++k)
+				ref[size_t(idx[size_t(j)] * cols + k)] += src[size_t(j * cols + k)];
+		expect_close(get<float>(t, dout, ref.size()), ref, 1e-6, "index_add");
+	}
+	{ // scatter_add along dim 1: out[32, 16][i][index[i][j]] += src[i][j], src [32, 40].
+		const int64_t rows = 32, cols = 16, n = 40;
+		const auto out0 = ramp(size_t(rows * cols), 3, 5), src = ramp(size_t(rows * n), 9, 23);
+		std::vector<int64_t> idx(size_t(rows * n));
+		for (size_t i = 0; i < idx.size(); ++i)
+			idx[i] = int64_t(i * 5) % cols;
+		const uint64_t dout = put(t, out0), didx = put(t, idx), dsrc = put(t, src);
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_SCATTER_ADD, 3);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {rows, cols});
+		c.operands[1] = desc(didx, NEURON_DTYPE_I64, {rows, n});
+		c.operands[2] = desc(dsrc, NEURON_DTYPE_F32, {rows, n});
+		c.iscalars[0] = 1;
+		run_tiled(t, c, 4, "scatter_add");
+		std::vector<double> ref(out0.begin(), out0.end());
+		for (int64_t i = 0; i < rows; ++i)
+			for (int64_t j = 0; j < n; ++j)
+				ref[size_t(i * cols + idx[size_t(i * n + j)])] += src[size_t(i * n + j)];
+		expect_close(get<float>(t, dout, ref.size()), ref, 1e-6, "scatter_add");
+	}
+	t.close();
+}
+
+// The ISA 1.2 ops, Adam step and arg-reduce: with the smallest tiles they give the
+// same bits as the same commands run whole (a daemon whose tiles hold any command),
+// and arg-reduce matches a host argmax.
+namespace {
+struct Isa12Result {
+	std::vector<float> param, avg, avg_sq;
+	std::vector<int64_t> argmax;
+	uint64_t tiles = 0;
+};
+
+Isa12Result run_isa12(std::vector<std::string> flags)
+{
+	start_daemon(std::move(flags));
+	Tenant t;
+	t.open("isa12", NEURON_TENANT_TRAINING, 1);
+	const int64_t R = 48, C = 100;
+	Isa12Result res;
+	const auto p0 = ramp(size_t(R * C), 7, 19), g = ramp(size_t(R * C), 5, 23);
+	std::vector<float> zeros(size_t(R * C), 0.0f);
+	const std::vector<int64_t> step = {3};
+	const uint64_t dp = put(t, p0), da = put(t, zeros), ds = put(t, zeros), dg = put(t, g), dstep = put(t, step);
+	neuron_cmd adam;
+	neuron_cmd_init(&adam, NEURON_OP_ADAM_STEP, 5);
+	adam.operands[0] = desc(dp, NEURON_DTYPE_F32, {R, C});
+	adam.operands[1] = desc(da, NEURON_DTYPE_F32, {R, C});
+	adam.operands[2] = desc(ds, NEURON_DTYPE_F32, {R, C});
+	adam.operands[3] = desc(dg, NEURON_DTYPE_F32, {R, C});
+	adam.operands[4] = desc(dstep, NEURON_DTYPE_I64, {1});
+	adam.fscalars.f[0] = 0.01;
+	adam.fscalars.f[1] = 0.9;
+	adam.fscalars.f[2] = 0.999;
+	adam.fscalars.f[3] = 1e-8;
+	adam.iscalars[0] = NEURON_ADAM_DECOUPLED;
+	const double wd = 0.1;
+	std::memcpy(&adam.iscalars[1], &wd, sizeof(wd));
+	const uint64_t before = tiles_so_far();
+	run(t, adam, "adam_step");
+	run(t, adam, "adam_step"); // twice: the moments feed back
+	const uint64_t dout = t.alloc(uint64_t(R * 8));
+	neuron_cmd arg;
+	neuron_cmd_init(&arg, NEURON_OP_ARG_REDUCE, 2);
+	arg.operands[0] = desc(dout, NEURON_DTYPE_I64, {R, 1});
+	arg.operands[1] = desc(dg, NEURON_DTYPE_F32, {R, C});
+	arg.iscalars[0] = 1;
+	arg.iscalars[1] = 0; // argmax
+	run(t, arg, "arg_reduce");
+	res.tiles = tiles_so_far() - before;
+	res.param = get<float>(t, dp, size_t(R * C));
+	res.avg = get<float>(t, da, size_t(R * C));
+	res.avg_sq = get<float>(t, ds, size_t(R * C));
+	res.argmax = get<int64_t>(t, dout, size_t(R));
+	t.close();
+	stop_daemon();
+	for (int64_t r = 0; r < R; ++r) {
+		int64_t best = 0;
+		for (int64_t j = 1; j < C; ++j)
+			if (g[size_t(r * C + j)] > g[size_t(r * C + best)])
+				best = j;
+		cr_assert_eq(res.argmax[size_t(r)], best, "argmax of row %lld", (long long)r);
+	}
+	return res;
+}
+} // namespace
+
+Test(tiling, adam_step_and_arg_reduce_tiles_match_whole_ops, .fini = down, .timeout = 120)
+{
+	const Isa12Result tiled = run_isa12({"--tile-elements", "256"});
+	const Isa12Result whole = run_isa12({"--tile-elements", "1099511627776"});
+	cr_assert(tiled.tiles >= 3 * 8, "the ops were cut into tiles (%llu tiles)", (unsigned long long)tiled.tiles);
+	cr_assert_eq(whole.tiles, 3u, "one tile per command with huge tiles (%llu)", (unsigned long long)whole.tiles);
+	cr_assert(tiled.param == whole.param, "Adam step: param differs between tiled and whole");
+	cr_assert(tiled.avg == whole.avg, "Adam step: exp_avg differs");
+	cr_assert(tiled.avg_sq == whole.avg_sq, "Adam step: exp_avg_sq differs");
+	cr_assert(tiled.param != std::vector<float>(ramp(tiled.param.size(), 7, 19)), "the step changed param");
+}
+
+// The ops that used to run as one tile, each large (2^23 elements), keep the lent
+// core busy; reclaims still finish by their deadline. The deadline (50 ms) is generous
+// for a loaded CI box, yet one of these log-softmaxes untiled takes longer than it.
+Test(tiling, reclaim_under_formerly_untiled_ops_meets_deadline, .fini = down, .timeout = 120)
+{
+	start_daemon({"--cores", "2"});
+	Tenant train;
+	train.open("untiled-ops", NEURON_TENANT_TRAINING, 2);
+	const int64_t R = 4096, C = 2048;
+	std::vector<neuron_cmd> ops;
+	for (uint32_t q = 0; q < 2; ++q) {
+		const uint64_t x = train.alloc(uint64_t(R * C * 4)), y = train.alloc(uint64_t(R * C * 4));
+		const uint64_t idx = train.alloc(uint64_t(R * 8)); // zeros: row 0, always in range
+		neuron_cmd ls;
+		neuron_cmd_init(&ls, NEURON_OP_LOG_SOFTMAX, 2);
+		ls.operands[0] = desc(y, NEURON_DTYPE_F32, {R, C});
+		ls.operands[1] = desc(x, NEURON_DTYPE_F32, {R, C});
+		ls.iscalars[0] = 1;
+		neuron_cmd sel;
+		neuron_cmd_init(&sel, NEURON_OP_INDEX_SELECT, 3);
+		sel.operands[0] = desc(y, NEURON_DTYPE_F32, {R, C});
+		sel.operands[1] = desc(x, NEURON_DTYPE_F32, {R, C});
+		sel.operands[2] = desc(idx, NEURON_DTYPE_I64, {R});
+		sel.iscalars[0] = 0;
+		ops.push_back(ls);
+		ops.push_back(sel);
+	}
+	std::atomic<bool> stop{false};
+	std::vector<std::thread> feeders;
+	for (uint32_t q = 0; q < 2; ++q)
+		feeders.emplace_back([&, q] {
+			uint64_t seq = 0;
+			for (uint64_t i = 0; !stop.load(); ++i) {
+				if (neuron_submit(train.cores[q], &ops[q * 2 + i % 2], &seq) != NEURON_OK)
+					return;
+				if (seq > 2 && neuron_queue_wait(train.cores[q], seq - 2, 60'000'000'000) != NEURON_OK)
+					return;
+			}
+			neuron_queue_wait(train.cores[q], seq, 60'000'000'000);
+		});
+	std::vector<double> ms;
+	int late = 0;
+	const uint32_t deadline_ms = 50;
+	for (int i = 0; i < 15; ++i) {
+		api::Response r = lend(api::POOL_INFERENCE, 1);
+		cr_assert(r.has_loans(), "lend %d: %s", i, r.has_error() ? r.error().message().c_str() : "?");
+		sleep_ms(30); // the borrower is on the core
+		r = reclaim(api::POOL_INFERENCE, deadline_ms);
+		cr_assert(r.has_loans(), "reclaim %d: %s", i, r.has_error() ? r.error().message().c_str() : "?");
+		late += r.loans().loans(0).late();
+		ms.push_back(double(r.loans().loans(0).reclaim_latency_ns()) / 1e6);
+	}
+	stop.store(true);
+	for (auto &f : feeders)
+		f.join();
+	const auto cap = capacity();
+	uint64_t tiles = 0, commands = 0;
+	for (const auto &c : cap.cores()) {
+		tiles += c.tiles();
+		commands += c.commands();
+	}
+	std::printf("reclaim under log_softmax/index_select load (%u ms deadline): p50 %.3f ms, max %.3f ms, late %d "
+		    "of %zu; %.1f tiles per command\n",
+		    deadline_ms, percentile(ms, 0.5), percentile(ms, 1.0), late, ms.size(),
+		    double(tiles) / double(std::max<uint64_t>(commands, 1)));
+	cr_assert(tiles >= 4 * commands, "the ops were cut into tiles (%llu tiles, %llu commands)",
+		  (unsigned long long)tiles, (unsigned long long)commands);
+	cr_assert_eq(late, 0, "every reclaim finished by its deadline");
+	train.close();
+}

@@ -189,11 +189,14 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 	// ranges of the longer of the output's rows and columns.
 	const double macs = static_cast<double>(nb) * static_cast<double>(M) * static_cast<double>(N) *
 			    static_cast<double>(std::max<int64_t>(K, 1));
-	// Threads only from ~32M multiply-adds (~1 ms on one core), each with >= 16M:
+	// Threads only from ~16M multiply-adds (~0.4 ms on one core), each with >= 8M:
 	// entering an OpenMP region on a busy host can stall for a scheduler slice
 	// (~2 ms measured for a 256x64x256 product that takes ~90 us on one thread),
-	// so only work well above that cost is spread out.
-	constexpr double kThreadedMacs = 33554432.0, kMacsPerThread = 16777216.0;
+	// so only work well above that cost is spread out. Not higher: the chip's
+	// preemptible tiles hold ~16M multiply-adds per host thread (tiling.cpp), and
+	// with a 32M threshold a 2-thread tile ran on one thread, halving matmul speed
+	// (bench-runtime: 0.45-0.57 of cblas_sgemm, 0.8-0.96 after this change).
+	constexpr double kThreadedMacs = 16777216.0, kMacsPerThread = 8388608.0;
 	const int nt = macs < kThreadedMacs ? 1
 					    : std::max(1, std::min<int>(max_threads, static_cast<int>(macs / kMacsPerThread)));
 	std::vector<Tile> tiles;

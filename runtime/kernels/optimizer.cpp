@@ -29,7 +29,8 @@ Result run_adam_step(const neuron_cmd &cmd, std::span<const View> v, int max_thr
 	const float b2 = static_cast<float>(beta2);
 	const float one_minus_b1 = static_cast<float>(1 - beta1), one_minus_b2 = static_cast<float>(1 - beta2);
 	const float eps = static_cast<float>(cmd.fscalars.f[3]);
-	const uint8_t dt[4] = {v[0].dtype, v[1].dtype, v[2].dtype, v[3].dtype};
+	const uint8_t dt[4] = {static_cast<uint8_t>(v[0].dtype), static_cast<uint8_t>(v[1].dtype),
+			       static_cast<uint8_t>(v[2].dtype), static_cast<uint8_t>(v[3].dtype)};
 	pointwise<4>(v.first(4), max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
 		float p[kBlock], m[kBlock], vs[kBlock], g[kBlock];
 		load_block<float>(p, q[0], s[0], n, dt[0]);

@@ -60,8 +60,10 @@ Test(backend, emu_is_the_default)
 	std::string error;
 	cr_assert(d.start(&error), "cannot start neurond: %s", error.c_str());
 	neuron_client *c = connect("backend-default", d.socket_path());
-	cr_assert_str_eq(backend_of(c, 0).c_str(), "emu");
-	cr_assert_str_eq(backend_of(c, 1).c_str(), "emu");
+	// Named strings: cr_assert_str_eq keeps the pointer past the full expression.
+	const std::string backend0 = backend_of(c, 0), backend1 = backend_of(c, 1);
+	cr_assert_str_eq(backend0.c_str(), "emu");
+	cr_assert_str_eq(backend1.c_str(), "emu");
 	neuron_disconnect(c);
 	const auto e = d.stop(5000);
 	cr_assert(e.exited && e.code == 0, "neurond did not exit 0: %s", e.describe().c_str());
@@ -107,7 +109,8 @@ Test(backend, auto_falls_back_to_emu_and_says_why)
 	std::string error;
 	cr_assert(d.start(&error), "neurond --backend auto did not start: %s", error.c_str());
 	neuron_client *c = connect("backend-auto", d.socket_path());
-	cr_assert_str_eq(backend_of(c, 0).c_str(), "emu");
+	const std::string backend = backend_of(c, 0); // outlives cr_assert_str_eq's use
+	cr_assert_str_eq(backend.c_str(), "emu");
 	// The emu chip works as usual behind auto.
 	neuron_queue *dma = nullptr;
 	NEURON_OK_OR_FAIL(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));

@@ -10,7 +10,9 @@ export PATH=/bin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# /tmp stays on the initramfs root (writable): a tmpfs there would hide a
+# build tree under /tmp that the binaries were packed from.
+mkdir -p /tmp && chmod 1777 /tmp
 mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 echo 5 >/proc/sys/kernel/printk
 # See guest-init-kmd.sh: qemu64 + OpenBLAS's runtime dispatch = 3DNow! in TCG.

@@ -98,16 +98,5 @@ grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
 echo "[driver-suite] daemon: $(grep -c '^PASS: daemon-kmd' "$LOG.txt") tests passed, $(grep -c '^FAIL: daemon-kmd' "$LOG.txt") failed"
 grep -E '^FAIL' "$LOG.txt" || true
 grep -E '^# daemon' "$LOG.txt" | head -80 || true
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
-	tail -40 "$LOG.txt"
-	result_fail daemon_qemu_timeout "QEMU did not finish within ${QEMU_TIMEOUT}s"
-fi
-grep -q '^=== NEURON DAEMON SUITE END' "$LOG.txt" ||
-	result_fail daemon_suite_finished "the guest did not reach the end of guest-init-daemon.sh"
-if grep -Eq "$QEMU_SPLAT" "$LOG.txt"; then
-	grep -E -B2 -A20 "$QEMU_SPLAT" "$LOG.txt" | head -60
-	result_fail daemon_kernel_log_clean "kernel splat during the daemon suites"
-else
-	echo "PASS: daemon_kernel_log_clean" | tee -a "$RESULTS"
-fi
+qemu_boot_verdict daemon "$LOG" "=== NEURON DAEMON SUITE END" guest-init-daemon.sh "the daemon suites" "$RESULTS"
 exit 0

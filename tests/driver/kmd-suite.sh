@@ -91,16 +91,5 @@ say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
 grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
 grep -E '^(PASS|FAIL)' "$LOG.txt"
 grep -E '^# kmd_test' "$LOG.txt"
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
-	tail -40 "$LOG.txt"
-	result_fail kmd_qemu_timeout "QEMU did not finish within ${QEMU_TIMEOUT}s"
-fi
-grep -q '^=== NEURON KMD SUITE END' "$LOG.txt" ||
-	result_fail kmd_suite_finished "the guest did not reach the end of guest-init-kmd.sh"
-if grep -Eq "$QEMU_SPLAT" "$LOG.txt"; then
-	grep -E -B2 -A20 "$QEMU_SPLAT" "$LOG.txt" | head -60
-	result_fail kmd_kernel_log_clean "kernel splat during the kmd tests"
-else
-	echo "PASS: kmd_kernel_log_clean" | tee -a "$RESULTS"
-fi
+qemu_boot_verdict kmd "$LOG" "=== NEURON KMD SUITE END" guest-init-kmd.sh "the kmd tests" "$RESULTS"
 exit 0

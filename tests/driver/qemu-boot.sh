@@ -37,3 +37,23 @@ qemu_boot() {
 	done
 	return 0
 }
+
+# The verdict lines every boot but the first adds to RESULTS after qemu_boot:
+#   qemu_boot_verdict PREFIX LOG END_MARKER INIT_NAME WHAT RESULTS
+# FAIL lines PREFIX_qemu_timeout, PREFIX_suite_finished (END_MARKER missing) and
+# PREFIX_kernel_log_clean (a splat; printed), else PASS PREFIX_kernel_log_clean.
+qemu_boot_verdict() {
+	local prefix=$1 log=$2 end=$3 init=$4 what=$5 results=$6
+	_verdict_fail() { echo "FAIL: $1" >>"$results"; echo "# $2" >>"$results"; echo "FAIL: $1 ($2)"; }
+	if [ "$QEMU_RC" = 124 ] || [ "$QEMU_RC" = 137 ]; then
+		tail -40 "$log.txt"
+		_verdict_fail "${prefix}_qemu_timeout" "QEMU did not finish in time"
+	fi
+	grep -q "^$end" "$log.txt" || _verdict_fail "${prefix}_suite_finished" "the guest did not reach the end of $init"
+	if grep -Eq "$QEMU_SPLAT" "$log.txt"; then
+		grep -E -B2 -A20 "$QEMU_SPLAT" "$log.txt" | head -60
+		_verdict_fail "${prefix}_kernel_log_clean" "kernel splat during $what"
+	else
+		echo "PASS: ${prefix}_kernel_log_clean" | tee -a "$results"
+	fi
+}

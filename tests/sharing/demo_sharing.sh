@@ -35,9 +35,19 @@ active_loans() { "$build/tools/neuronctl/neuronctl" --json loans | grep -c '"sta
 
 # Warm-up: wait until the policy has settled under inference load, i.e. no active
 # loan for 2.5 s in a row (longer than --auto-hold-ms, so a lend would have shown).
+# On a slow or busy host the policy may lend before the inference tenant is up to
+# speed; "busy" (depth 2-3) sits inside the hysteresis band and would leave those
+# loans in place, so a short burst (depth >= 6) makes the policy reclaim them.
 quiet=0
 for _ in $(seq 60); do
-	if [[ $(active_loans) -eq 0 ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+	if [[ $(active_loans) -eq 0 ]]; then
+		quiet=$((quiet + 1))
+	else
+		quiet=0
+		echo burst >"$dir/infer.load"
+		sleep 0.5
+		echo busy >"$dir/infer.load"
+	fi
 	((quiet >= 5)) && break
 	sleep 0.5
 done

@@ -7,7 +7,7 @@
 # Why the retry: both /init scripts print BEGIN before they load neuron.ko,
 # so a crash before it happened in the stock kernel's own boot (initramfs
 # unpacking, built-in drivers), never in code of ours. CI saw one such panic
-# (a page fault in an IPI, 8 ms after "Freeing initrd memory") that 40 local
+# (a page fault in an IPI, 8 ms after "Freeing initrd memory") that ~30 local
 # boots did not reproduce. The crash is still printed in full, so it stays
 # visible; a crash after BEGIN is never retried and fails the suite.
 #

@@ -24,12 +24,12 @@ for m in $(cat /modules.order); do
 done
 
 echo "=== NEURON DAEMON SUITE BEGIN"
-# Job timeout 20 s: TCG runs the op kernels 10-50x slower than a host, and
+# Job timeout 20 s: TCG runs the op kernels many times slower than a host, and
 # the pump's job budget is sized for the default 2 s on real cores.
 if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20000; then
 	export NEURON_DAEMON=/bin/neurond-kmd
 	# kill9's reclaim bound (100 ms at host speed) scaled for TCG: a command
-	# running when the tenant dies runs 10-50x slower here.
+	# running when the tenant dies runs many times slower here.
 	export NEURON_TEST_RECLAIM_BOUND_MS=1000
 	echo "# daemon-kmd: kill9 reclaim bound scaled to ${NEURON_TEST_RECLAIM_BOUND_MS} ms for TCG"
 	# Fail fast if neurond cannot use the driver at all.

@@ -1,5 +1,7 @@
 #include "kmd_pump.h"
 
+#include "kmd_dma_run.h"
+#include "kmd_fault_text.h"
 #include "log.h"
 
 #include <geometry.h>
@@ -16,17 +18,9 @@ namespace neuron::daemon {
 using detail::atomic_u32;
 using detail::atomic_u64;
 using kernels::Fault;
+using namespace kmd_fault_text;
 
 namespace {
-
-std::string hex(uint64_t v)
-{
-	char buf[32];
-	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-	return buf;
-}
-
-Fault make_fault(uint32_t code, std::string msg) { return Fault{code, std::move(msg)}; }
 
 // The work limits every backend applies (kernels/geometry.h).
 std::optional<Fault> check_work(const neuron_cmd &cmd)
@@ -41,30 +35,7 @@ std::optional<Fault> check_work(const neuron_cmd &cmd)
 	return std::nullopt;
 }
 
-std::string who(int k) { return "operand " + std::to_string(k) + (k == 0 ? " (output)" : " (input)"); }
-
 } // namespace
-
-// --- directory --------------------------------------------------------------------
-
-void KmdPumpDirectory::add(uint64_t id, const std::shared_ptr<KmdPump> &p)
-{
-	std::lock_guard lock(mutex_);
-	pumps_[id] = p;
-}
-
-void KmdPumpDirectory::remove(uint64_t id)
-{
-	std::lock_guard lock(mutex_);
-	pumps_.erase(id);
-}
-
-std::shared_ptr<KmdPump> KmdPumpDirectory::find(uint64_t id) const
-{
-	std::lock_guard lock(mutex_);
-	auto it = pumps_.find(id);
-	return it == pumps_.end() ? nullptr : it->second.lock();
-}
 
 // --- pump -------------------------------------------------------------------------
 
@@ -299,108 +270,17 @@ std::optional<Fault> KmdPump::submit_dma(const neuron_cmd &cmd, uint64_t seq)
 	if (cmd.opcode != NEURON_OP_COPY)
 		return make_fault(NEURON_FAULT_BAD_OPCODE, "opcode " + std::to_string(cmd.opcode) +
 								   " is not a DMA operation: DMA queues run COPY and NOP only");
-	const KmdMemory &m = *memory_;
-	const uint32_t dev = queue_->device();
-	struct Side {
-		uint32_t handle = 0;
-		int64_t bo_offset = 0; // of the descriptor's addr inside the BO
-		const kmd::HostBuffer *host = nullptr;
-		uint64_t extent = 0;
-	} side[2];
-	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{};
-	for (int k = 0; k < 2; ++k) {
-		const neuron_tensor_desc &d = cmd.operands[k];
-		const auto extent = kernels::byte_extent(d);
-		if (!extent)
-			return make_fault(NEURON_FAULT_OUT_OF_BOUNDS, who(k) + ": sizes and strides reach past 2^62 bytes");
-		side[k].extent = *extent;
-		if (d.mem_space == NEURON_MEM_DEVICE) {
-			if (d.host_buffer != 0)
-				return make_fault(NEURON_FAULT_BAD_OPERAND, who(k) + ": host_buffer must be 0 for device memory");
-			if (*extent == 0)
-				continue;
-			const KmdAllocation *a = m.find(dev, d.addr, *extent);
-			if (!a)
-				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS,
-						  who(k) + ": bytes [" + hex(d.addr) + ", +" + std::to_string(*extent) +
-							  ") on device " + std::to_string(dev) +
-							  " are not inside one allocation of this tenant");
-			side[k].handle = a->buffer.handle;
-			side[k].bo_offset = static_cast<int64_t>(d.addr - a->bo_address());
-			// Device and host ranges never overlap: keep them apart in one space.
-			ranges[k] = {d.addr, *extent};
-		} else if (d.mem_space == NEURON_MEM_HOST) {
-			auto it = m.host.find(d.host_buffer);
-			if (it == m.host.end())
-				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS, who(k) + ": host buffer " +
-										      std::to_string(d.host_buffer) +
-										      " is not registered by this tenant");
-			const uint64_t size = it->second.size;
-			if (d.addr > size || *extent > size - d.addr)
-				return make_fault(NEURON_FAULT_OUT_OF_BOUNDS,
-						  who(k) + ": bytes [" + std::to_string(d.addr) + ", +" + std::to_string(*extent) +
-							  ") run past host buffer " + std::to_string(d.host_buffer) + " of " +
-							  std::to_string(size) + " bytes");
-			side[k].host = &it->second.per_device.at(dev);
-			side[k].handle = side[k].host->handle;
-			side[k].bo_offset = static_cast<int64_t>(d.addr);
-			// Host buffers live below kDeviceAddressBase in this space, one
-			// 2^32-byte window each (their size is far below).
-			ranges[k] = {(uint64_t(d.host_buffer) << 32) + d.addr, *extent};
-		} else {
-			return make_fault(NEURON_FAULT_BAD_OPERAND,
-					  who(k) + ": mem_space " + std::to_string(d.mem_space) + " is unknown");
-		}
-	}
-	if (auto f = kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(cmd.num_operands))))
+	KmdDmaRuns runs;
+	if (auto f = build_dma_runs(cmd, *memory_, queue_->device(), &runs))
 		return f;
-	const neuron_tensor_desc &dst = cmd.operands[0], &src = cmd.operands[1];
-	if (dst.dtype != src.dtype)
-		return make_fault(NEURON_FAULT_BAD_OPERAND,
-				  "COPY on a DMA queue converts dtype " + std::to_string(src.dtype) + " to " +
-					  std::to_string(dst.dtype) +
-					  ": the kmd backend's DMA engine moves bytes; convert on a core queue");
-	if (side[0].extent == 0 || side[1].extent == 0) {
+	if (runs.copies.empty()) {
 		push(std::move(j)); // nothing to move
 		return std::nullopt;
 	}
-	// Contiguous runs: merge the innermost dims that are dense in both.
-	const uint64_t elem = kernels::dtype_size(dst.dtype);
-	const int n = dst.ndim;
-	int k = n;
-	uint64_t run = 1; // elements
-	while (k > 0 && dst.strides[k - 1] == static_cast<int64_t>(run) && src.strides[k - 1] == static_cast<int64_t>(run)) {
-		run *= static_cast<uint64_t>(dst.sizes[k - 1]);
-		--k;
-	}
-	uint64_t runs = 1;
-	for (int i = 0; i < k; ++i)
-		runs *= static_cast<uint64_t>(dst.sizes[i]);
-	if (runs > kMaxDmaRuns)
-		return make_fault(NEURON_FAULT_BAD_OPERAND,
-				  "strided COPY needs " + std::to_string(runs) + " contiguous runs; the kmd backend's DMA "
-				  "takes at most " + std::to_string(kMaxDmaRuns) + " per command: copy into a dense "
-				  "tensor on a core queue first");
-	std::vector<kmd::DmaCopy> copies;
-	copies.reserve(runs);
-	std::array<int64_t, NEURON_MAX_DIMS> idx{};
-	for (uint64_t r = 0; r < runs; ++r) {
-		int64_t od = 0, os = 0;
-		for (int i = 0; i < k; ++i) {
-			od += idx[i] * dst.strides[i];
-			os += idx[i] * src.strides[i];
-		}
-		copies.push_back({side[1].handle, static_cast<uint64_t>(side[1].bo_offset + os * int64_t(elem)),
-				  side[0].handle, static_cast<uint64_t>(side[0].bo_offset + od * int64_t(elem)), run * elem});
-		for (int i = k - 1; i >= 0; --i) {
-			if (++idx[i] < dst.sizes[i])
-				break;
-			idx[i] = 0;
-		}
-	}
+	const std::vector<kmd::DmaCopy> &copies = runs.copies;
 	kmd::KmdContext &ctx = context();
-	if (side[1].host && side[1].host->kind == kmd::HostKind::Staged)
-		ctx.stage_in(*side[1].host, src.addr, side[1].extent);
+	if (runs.stage_in)
+		ctx.stage_in(*runs.stage_in->buffer, runs.stage_in->offset, runs.stage_in->size);
 	const uint32_t kq = static_cast<uint32_t>(queue_->id() % std::max<uint32_t>(chip_.info().num_dma_queues, 1));
 	for (size_t off = 0; off < copies.size(); off += DRM_NEURON_MAX_DMA_COPIES) {
 		const size_t cnt = std::min<size_t>(DRM_NEURON_MAX_DMA_COPIES, copies.size() - off);
@@ -411,8 +291,8 @@ std::optional<Fault> KmdPump::submit_dma(const neuron_cmd &cmd, uint64_t seq)
 		part.first_seq = seq;
 		part.commands = last ? 1 : 0;
 		part.fence = ctx.dma(kq, std::span(copies.data() + off, cnt));
-		if (last && side[0].host && side[0].host->kind == kmd::HostKind::Staged)
-			part.stage_out.push_back({dst.host_buffer, dst.addr, side[0].extent});
+		if (last && runs.stage_out)
+			part.stage_out.push_back({runs.stage_out->host_buffer, runs.stage_out->offset, runs.stage_out->size});
 		push(std::move(part));
 	}
 	return std::nullopt;

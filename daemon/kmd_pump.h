@@ -5,8 +5,8 @@
 //  - core queue: up to max_cmds_per_job commands per compute job (fewer when
 //    their work adds up past kJobWorkBudget, so a job stays far below the kernel's
 //    job timeout), run by the KmdEngine neurond attached to the device;
-//  - DMA queue: one DMA job per COPY (its contiguous runs as the job's copies),
-//    run by the kernel.
+//  - DMA queue: one DMA job per COPY (its contiguous runs as the job's copies,
+//    kmd_dma_run.h), run by the kernel.
 // A command's wait on another queue of the tenant on the same device, whose
 // awaited command is in a job in flight, becomes that job's syncobj point: an
 // in-fence of the compute job (a DMA command waits for it host-side); otherwise
@@ -27,11 +27,11 @@
 #include <fault.h>
 #include <queue.h>
 #include <tiling.h>
+#include <weak_directory.h>
 
 #include <atomic>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,17 +43,10 @@ namespace neuron::daemon {
 
 class KmdPump;
 
-// A tenant's pumps by queue id, for cross-queue waits. Own mutex.
-class KmdPumpDirectory {
-public:
-	void add(uint64_t id, const std::shared_ptr<KmdPump> &p);
-	void remove(uint64_t id);
-	std::shared_ptr<KmdPump> find(uint64_t id) const;
-
-private:
-	mutable std::mutex mutex_;
-	std::map<uint64_t, std::weak_ptr<KmdPump>> pumps_;
-};
+// A tenant's pumps by queue id, for cross-queue waits (weak_directory.h: the
+// directory does not own them, the KmdTenant does; own mutex). The control
+// thread adds and removes, pump threads find when a command carries a wait.
+using KmdPumpDirectory = chip::WeakDirectory<KmdPump>;
 
 using KmdFaultHook = std::function<void(const chip::Queue &, uint32_t code, uint64_t seq, const std::string &reason)>;
 
@@ -64,8 +57,6 @@ public:
 	// on a host core and tens of ms under QEMU's TCG: far below the driver's job
 	// timeout, and what a stop or a killed tenant's running job costs at most.
 	static constexpr uint64_t kJobWorkBudget = 1ull << 22;
-	// Contiguous runs a strided DMA COPY may need.
-	static constexpr uint64_t kMaxDmaRuns = 1ull << 16;
 	// Jobs a queue may have in the kernel at once. Few: the kernel runs a job it
 	// queued even after its tenant is gone, and runs jobs of one core in FIFO
 	// order, so this bounds both how long a killed tenant's memory stays in use
@@ -119,8 +110,8 @@ private:
 	bool feed();
 	bool reap();
 	void sleep_for_work();
-	// Builds the job(s) of one DMA command, or fills *fault. Called with the
-	// memory lock held shared.
+	// Queues the job(s) of one DMA command (a COPY's runs from kmd_dma_run.h), or
+	// returns its fault. Called with the memory lock held shared.
 	std::optional<kernels::Fault> submit_dma(const neuron_cmd &cmd, uint64_t seq);
 	std::optional<kernels::Fault> resolve_core(const neuron_cmd &cmd, std::vector<kmd::JobBo> *bos);
 	void push(Job j);

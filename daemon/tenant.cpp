@@ -54,7 +54,7 @@ std::string Tenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, ui
 			*code = api::ERROR_OUT_OF_MEMORY;
 		return why;
 	}
-	std::unique_lock lock(memory_->mutex);
+	auto lock = memory_->lock_exclusive();
 	memory_->add_device(device, *addr, size);
 	*address = *addr;
 	return {};
@@ -67,7 +67,7 @@ std::string Tenant::free(uint32_t device, uint64_t address)
 	if (kmd_)
 		return kmd_->free(device, address);
 	// Exclusive: waits for a command of this tenant that may be using the memory.
-	std::unique_lock lock(memory_->mutex);
+	auto lock = memory_->lock_exclusive();
 	if (!memory_->remove_device(device, address))
 		return "no allocation of this tenant starts at device address " + std::to_string(address) +
 		       " on device " + std::to_string(device);
@@ -98,7 +98,7 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle)
 	void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return std::string("cannot map the host buffer: ") + std::strerror(errno);
-	std::unique_lock lock(memory_->mutex);
+	auto lock = memory_->lock_exclusive();
 	*handle = next_host_handle_++;
 	memory_->add_host(*handle, chip::HostBuffer{static_cast<std::byte *>(p), size});
 	return {};
@@ -110,7 +110,7 @@ std::string Tenant::unregister_host(uint32_t handle)
 {
 	if (kmd_)
 		return kmd_->unregister_host(handle);
-	std::unique_lock lock(memory_->mutex);
+	auto lock = memory_->lock_exclusive();
 	auto b = memory_->remove_host(handle);
 	if (!b)
 		return "host buffer " + std::to_string(handle) + " is not registered by this tenant";
@@ -138,7 +138,7 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 	const auto qkind = kind == api::QUEUE_KIND_DMA ? chip::QueueKind::Dma : chip::QueueKind::Core;
 	auto q = std::make_shared<chip::Queue>(next_queue_id(), qkind, device, qkind == chip::QueueKind::Dma ? 0 : core,
 					       slots, memory_, directory_);
-	directory_->add(q);
+	directory_->add(q->id(), q);
 	if (kmd_) {
 		// The kernel schedules the queue's jobs on physical core `core` (no
 		// logical-core moves on this backend); a ring pump feeds them.
@@ -201,7 +201,7 @@ void Tenant::release_all()
 	if (kmd_)
 		kmd_->release_all();
 	// Exclusive lock: any command still running on an engine finishes first.
-	std::unique_lock lock(memory_->mutex);
+	auto lock = memory_->lock_exclusive();
 	for (const auto &[device, allocs] : memory_->device_allocations())
 		for (const auto &[address, size] : allocs)
 			chips_.slot(device).device->release(address);

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 namespace neuron::chip {
@@ -188,8 +190,9 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	}
 	f.queue = qp;
 	f.seq = seq;
-	f.next_tile = 0;
-	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget, options_.threads) : TilePlan{};
+	// Tiles of one thread's budget: run_tiles gives each its own thread.
+	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget, 1) : TilePlan{};
+	f.tiles.reset(f.plan.tiles, chain_length(f.plan));
 	l.active.store(true, std::memory_order_release);
 	return Step::Progress;
 }
@@ -219,21 +222,17 @@ Engine::Step Engine::step(LogicalCore &l)
 			return Step::Idle;
 	}
 	LogicalCore::InFlight &f = l.inflight;
-	// A reference of our own: a tile that ends the command resets f.queue while the
-	// queue's memory lock is still held, and the queue may be retired by then.
+	// A reference of our own: ending the command resets f.queue, and the queue may
+	// be retired by then.
 	const std::shared_ptr<Queue> keep = f.queue;
 	Queue &q = *keep;
-	// Adaptive tiles: while nobody else waits for this core, the next tile of the
-	// same command follows at once, without going back through the scheduler: the
-	// preemption check is a few atomic loads, so a tenant alone runs its op as if
-	// untiled. Once someone waits, the core is theirs after the running tile.
-	for (;;) {
-		if (run_tile(l, f, q) == Step::Idle)
-			return Step::Progress; // the command ended (fault or retired queue)
-		if (f.next_tile >= f.plan.tiles)
-			break;
-		if (someone_waiting(l))
-			return Step::Progress;
+	const Outcome out = f.plan.tiles > 1 ? run_tiles(l, f, q) : run_whole(l, f, q);
+	if (out.kind != Outcome::Done) {
+		if (out.kind == Outcome::Fault)
+			fault(q, out.code, f.seq, f.cmd.user_tag, out.reason);
+		if (out.kind != Outcome::Preempted)
+			finish_command(l);
+		return Step::Progress;
 	}
 	counters_.commands.fetch_add(1, std::memory_order_relaxed);
 	l.commands.fetch_add(1, std::memory_order_relaxed);
@@ -247,10 +246,10 @@ Engine::Step Engine::step(LogicalCore &l)
 	return Step::Progress;
 }
 
-bool Engine::someone_waiting(const LogicalCore &self)
+bool Engine::someone_waiting(const LogicalCore &self, const Queue &q) const
 {
 	if (stop_.load(std::memory_order_relaxed) || sched_.generation() != generation_ ||
-	    sched_.reclaim_pending(sched_core_))
+	    sched_.reclaim_pending(sched_core_) || q.memory().writer_waiting())
 		return true;
 	for (const auto &l : eligible_)
 		if (l.get() != &self && l->claimed_by() < 0 && l->runnable())
@@ -258,9 +257,22 @@ bool Engine::someone_waiting(const LogicalCore &self)
 	return false;
 }
 
-// Runs tile f.next_tile of the claimed logical core's command and advances it; Idle
-// if the command ended instead (faulted, or its queue was retired).
-Engine::Step Engine::run_tile(LogicalCore &l, LogicalCore::InFlight &f, Queue &q)
+namespace {
+
+void store_max(std::atomic<uint64_t> &m, uint64_t v)
+{
+	uint64_t cur = m.load(std::memory_order_relaxed);
+	while (cur < v && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+	}
+}
+
+} // namespace
+
+// Runs tile `index` of the in-flight command on the calling thread with `threads`
+// host threads. Any engine worker thread may call it; it touches only the command
+// (read), the tenant's memory (shared lock) and atomic counters.
+Engine::Outcome Engine::run_tile(LogicalCore &l, const LogicalCore::InFlight &f, Queue &q, uint64_t index,
+				 int threads, uint64_t &wall_ns)
 {
 	// CPU time only for tiles of tiled commands: it is a system call (~1 us here),
 	// too dear for every small command.
@@ -269,58 +281,121 @@ Engine::Step Engine::run_tile(LogicalCore &l, LogicalCore::InFlight &f, Queue &q
 	const uint64_t start = monotonic_ns();
 	{
 		std::shared_lock lock(q.memory().mutex);
-		if (q.retired()) {
-			finish_command(l);
-			return Step::Idle;
-		}
+		if (q.retired())
+			return Outcome::of(Outcome::Ended);
 		// Again per tile: the memory lock was dropped since the last one, and the
 		// tenant may have freed an operand in between.
 		OperandViews views{};
-		if (auto flt = resolve_operands(f.cmd, q.kind(), device_, q.memory(), views)) {
-			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
-			finish_command(l);
-			return Step::Idle;
-		}
+		if (auto flt = resolve_operands(f.cmd, q.kind(), device_, q.memory(), views))
+			return Outcome::fault(flt->code, flt->message);
 		neuron_cmd tile = f.cmd;
-		if (f.plan.tiles > 1)
-			narrow_to_tile(f.plan, f.next_tile, tile, views);
-		if (auto flt = kernels::execute(tile, std::span(views.data(), tile.num_operands), options_.threads)) {
-			fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
-			finish_command(l);
-			return Step::Idle;
-		}
+		if (tiled)
+			narrow_to_tile(f.plan, index, tile, views);
+		if (auto flt = kernels::execute(tile, std::span(views.data(), tile.num_operands), threads))
+			return Outcome::fault(flt->code, flt->message);
 	}
-	const uint64_t end = monotonic_ns();
-	const uint64_t dt = end - start;
-	counters_.busy_ns.fetch_add(dt, std::memory_order_relaxed);
+	wall_ns = monotonic_ns() - start;
 	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
-	if (dt > counters_.max_tile_ns.load(std::memory_order_relaxed))
-		counters_.max_tile_ns.store(dt, std::memory_order_relaxed);
+	l.tiles.fetch_add(1, std::memory_order_relaxed);
+	store_max(counters_.max_tile_ns, wall_ns);
 	if (tiled) {
-		counters_.tile_ns.record(dt);
-		const uint64_t cpu = thread_cpu_ns() - cpu_start;
-		if (cpu > counters_.max_tile_cpu_ns.load(std::memory_order_relaxed))
-			counters_.max_tile_cpu_ns.store(cpu, std::memory_order_relaxed);
+		counters_.tile_ns.record(wall_ns);
+		store_max(counters_.max_tile_cpu_ns, thread_cpu_ns() - cpu_start);
 	}
+	return Outcome::of(Outcome::Done);
+}
+
+// Charges `wall_ns` of this core's time to l: utilisation and fair share.
+void Engine::charge(LogicalCore &l, uint64_t wall_ns)
+{
+	counters_.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);
 	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
 	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);
-	l.busy_ns.fetch_add(dt, std::memory_order_relaxed);
-	l.tiles.fetch_add(1, std::memory_order_relaxed);
-	const uint64_t v = l.vtime.load(std::memory_order_relaxed) + dt * 1024 / l.weight();
+	l.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);
+	const uint64_t v = l.vtime.load(std::memory_order_relaxed) + wall_ns * 1024 / l.weight();
 	l.vtime.store(v, std::memory_order_relaxed);
-	auto &clock = sched_.class_clock(l.pool());
-	uint64_t c = clock.load(std::memory_order_relaxed);
-	while (c < v && !clock.compare_exchange_weak(c, v, std::memory_order_relaxed)) {
+	store_max(sched_.class_clock(l.pool()), v);
+}
+
+// A command that is one tile: run whole, on all of the core's host threads.
+Engine::Outcome Engine::run_whole(LogicalCore &l, LogicalCore::InFlight &f, Queue &q)
+{
+	uint64_t dt = 0;
+	const Outcome out = run_tile(l, f, q, 0, options_.threads, dt);
+	if (out.kind == Outcome::Done) {
+		charge(l, dt);
+		f.last_tile_ns = dt;
 	}
-	f.last_tile_ns = dt;
-	++f.next_tile;
-	return Step::Progress;
+	return out;
+}
+
+// A tiled command: the core's host threads each run whole tiles, one thread per
+// tile (tile_cursor.h), until the command is done or someone else waits for the
+// core. Adaptive: while nobody waits, tile follows tile with no trip through the
+// scheduler, so a tenant alone runs its op as if untiled; once someone waits, every
+// thread stops after its running tile, so the core is theirs within one tile.
+Engine::Outcome Engine::run_tiles(LogicalCore &l, LogicalCore::InFlight &f, Queue &q)
+{
+	std::mutex mutex; // guards first_error
+	Outcome first_error;
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> longest{0};
+	auto worker = [&] {
+		try {
+			std::optional<TileCursor::Claim> c;
+			while (!stop.load(std::memory_order_relaxed)) {
+				if (!c && !(c = f.tiles.claim()))
+					break; // every chain is claimed or done
+				uint64_t dt = 0;
+				const Outcome out = run_tile(l, f, q, f.tiles.tile_index(*c), 1, dt);
+				if (out.kind != Outcome::Done) {
+					std::lock_guard lock(mutex);
+					if (first_error.kind == Outcome::Done)
+						first_error = out;
+					stop.store(true, std::memory_order_relaxed);
+					break;
+				}
+				store_max(longest, dt);
+				if (++c->next == f.tiles.chain_length()) {
+					f.tiles.finish();
+					c.reset();
+				}
+				if (someone_waiting(l, q))
+					stop.store(true, std::memory_order_relaxed);
+			}
+			if (c)
+				f.tiles.park(*c);
+		} catch (...) {
+			// Nothing in a tile should throw (kernels report faults); if something
+			// does, the queue faults instead of the daemon dying.
+			std::lock_guard lock(mutex);
+			if (first_error.kind == Outcome::Done)
+				first_error = Outcome::fault(NEURON_FAULT_EXEC, "internal error while running a tile");
+			stop.store(true, std::memory_order_relaxed);
+		}
+	};
+	const int threads =
+		static_cast<int>(std::clamp<uint64_t>(f.tiles.claimable(), 1, static_cast<uint64_t>(options_.threads)));
+	const uint64_t start = monotonic_ns();
+	if (threads == 1) {
+		worker();
+	} else {
+#pragma omp parallel num_threads(threads)
+		worker();
+	}
+	// The core's time is the group's wall time, however many threads it used (the
+	// same charge a multi-threaded whole command pays).
+	charge(l, monotonic_ns() - start);
+	f.last_tile_ns = longest.load(std::memory_order_relaxed);
+	if (first_error.kind != Outcome::Done)
+		return first_error;
+	return Outcome::of(f.tiles.done() ? Outcome::Done : Outcome::Preempted);
 }
 
 void Engine::sleep_until_doorbell()
 {
-	// At most 127 rings plus the wake word; with more queues than that the engine
-	// sleeps in 1 ms slices instead (still correct, only slower to react).
+	// At most 127 rings and blockers plus the wake word; with more than that the
+	// engine sleeps in 1 ms slices instead (still correct, only slower to react).
 	constexpr unsigned kMax = 128;
 	struct futex_waitv waiters[kMax];
 	unsigned n = 0;
@@ -329,15 +404,34 @@ void Engine::sleep_until_doorbell()
 	// Shared (not PRIVATE) key: CoreScheduler::wake uses the shared FUTEX_WAKE.
 	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(wake_word), FUTEX_32, 0};
 	unsigned announced = 0;
+	bool truncated = false; // some ring or blocker is not watched: sleep in slices
 	for (const auto &q : watched_) {
-		if (n == kMax)
+		if (n == kMax) {
+			truncated = true;
 			break;
+		}
 		neuron_ring_header *h = q->header();
 		// A count, not a flag: several engines may sleep on one ring.
 		atomic_u32(h->engine_sleeping).fetch_add(1, std::memory_order_seq_cst);
 		++announced;
 		const uint32_t bell = atomic_u32(h->doorbell).load(std::memory_order_seq_cst);
 		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(&h->doorbell), FUTEX_32, 0};
+	}
+	// A next command blocked on another queue: also wake when that queue completes
+	// one (its word first, then the announcement; the re-check below closes the race).
+	blockers_.clear();
+	for (const auto &q : watched_) {
+		if (n == kMax) {
+			truncated = true;
+			break;
+		}
+		std::shared_ptr<Queue> peer = q->blocking_peer();
+		if (!peer)
+			continue;
+		const uint32_t word = atomic_u32(*peer->completed_word()).load(std::memory_order_seq_cst);
+		atomic_u32(peer->header()->waiters).fetch_add(1, std::memory_order_seq_cst);
+		waiters[n++] = {word, reinterpret_cast<uintptr_t>(peer->completed_word()), FUTEX_32, 0};
+		blockers_.push_back(std::move(peer));
 	}
 	// Re-check after announcing sleep: a tenant that published before it could see
 	// the announcement has its command seen here.
@@ -351,9 +445,8 @@ void Engine::sleep_until_doorbell()
 	    !stop_.load(std::memory_order_acquire)) {
 		struct timespec deadline;
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		const bool sliced = watched_.size() + 1 > kMax;
-		deadline.tv_nsec += sliced ? 1000000 : 0;
-		deadline.tv_sec += sliced ? 0 : 1; // periodic wake keeps a lost wake-up cheap
+		deadline.tv_nsec += truncated ? 1000000 : 0;
+		deadline.tv_sec += truncated ? 0 : 1; // periodic wake keeps a lost wake-up cheap
 		if (deadline.tv_nsec >= 1000000000) {
 			deadline.tv_sec += 1;
 			deadline.tv_nsec -= 1000000000;
@@ -362,6 +455,9 @@ void Engine::sleep_until_doorbell()
 	}
 	for (unsigned i = 0; i < announced; ++i)
 		atomic_u32(watched_[i]->header()->engine_sleeping).fetch_sub(1, std::memory_order_relaxed);
+	for (const auto &peer : blockers_)
+		atomic_u32(peer->header()->waiters).fetch_sub(1, std::memory_order_relaxed);
+	blockers_.clear();
 }
 
 } // namespace neuron::chip

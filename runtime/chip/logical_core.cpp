@@ -42,7 +42,11 @@ bool LogicalCore::runnable()
 		for (const auto &q : queues_) {
 			if (q->faulted() || q->retired())
 				continue;
-			if (detail::atomic_u64(q->header()->tail).load(std::memory_order_acquire) > q->completed()) {
+			// A command blocked on another queue is not work yet: counting it would
+			// keep an engine polling it (and preempting others for it) until the
+			// other queue gets there.
+			if (detail::atomic_u64(q->header()->tail).load(std::memory_order_acquire) > q->completed() &&
+			    !q->blocking_peer()) {
 				pending = true;
 				break;
 			}

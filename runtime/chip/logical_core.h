@@ -15,6 +15,7 @@
 
 #include "latency_histogram.h"
 #include "queue.h"
+#include "tile_cursor.h"
 #include "tiling.h"
 
 #include <atomic>
@@ -50,9 +51,10 @@ public:
 	void remove_queue(const Queue *q);
 	size_t queue_count() const;
 
-	// Any thread: true if some queue has a command waiting (or a command is half
-	// done). Cheap: reads the rings' tails. Also stamps when pending work was first
-	// noticed, the start of its latency.
+	// Any thread: true if some queue has a command that can start (not blocked on
+	// another queue, Queue::blocking_peer), or a command is half done. Cheap: reads
+	// the rings' tails. Also stamps when pending work was first noticed, the start
+	// of its latency.
 	bool runnable();
 	// Commands published but not completed, summed over the queues (policy input).
 	uint64_t depth() const;
@@ -79,8 +81,8 @@ public:
 		std::shared_ptr<Queue> queue;
 		neuron_cmd cmd;
 		TilePlan plan;
+		TileCursor tiles; // which tiles are left, when plan.tiles > 1
 		uint64_t seq = 0;
-		uint64_t next_tile = 0;
 		uint64_t last_tile_ns = 0;
 	};
 	InFlight inflight;

@@ -60,6 +60,22 @@ const std::byte *Queue::slot(uint64_t seq) const
 	return base + ((seq - 1) & (slot_count_ - 1)) * NEURON_CMD_SLOT_SIZE;
 }
 
+std::shared_ptr<Queue> Queue::blocking_peer() const
+{
+	const uint64_t seq = next_seq();
+	if (atomic_u64(header_->tail).load(std::memory_order_acquire) < seq)
+		return nullptr;
+	auto *cmd = reinterpret_cast<neuron_cmd *>(const_cast<std::byte *>(slot(seq)));
+	const uint64_t id = atomic_u64(cmd->wait.queue_id).load(std::memory_order_relaxed);
+	const uint64_t value = atomic_u64(cmd->wait.value).load(std::memory_order_relaxed);
+	if (id == 0 || id == id_)
+		return nullptr;
+	std::shared_ptr<Queue> peer = peers_->find(id);
+	if (!peer || peer->completed() >= value || peer->faulted() || peer->retired())
+		return nullptr; // may start, or start_command faults it
+	return peer;
+}
+
 void Queue::wake_waiters()
 {
 	atomic_u32(header_->completed_futex).fetch_add(1, std::memory_order_seq_cst);
@@ -84,25 +100,6 @@ void Queue::fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::str
 	atomic_u32(header_->fault_code).store(code, std::memory_order_release);
 	faulted_.store(true, std::memory_order_release);
 	wake_waiters();
-}
-
-void QueueDirectory::add(const std::shared_ptr<Queue> &q)
-{
-	std::lock_guard lock(mutex_);
-	queues_[q->id()] = q;
-}
-
-void QueueDirectory::remove(uint64_t id)
-{
-	std::lock_guard lock(mutex_);
-	queues_.erase(id);
-}
-
-std::shared_ptr<Queue> QueueDirectory::find(uint64_t id) const
-{
-	std::lock_guard lock(mutex_);
-	auto it = queues_.find(id);
-	return it == queues_.end() ? nullptr : it->second.lock();
 }
 
 } // namespace neuron::chip

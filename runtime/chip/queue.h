@@ -6,19 +6,24 @@
 // thread; the shared ring header is never trusted (see cmd.h).
 #pragma once
 
+#include "weak_directory.h"
+
 #include <neuron/cmd.h>
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace neuron::chip {
 
 class TenantMemory;
-class QueueDirectory;
+class Queue;
+
+// A tenant's queues by id, for cross-queue waits (weak_directory.h: the
+// directory does not own them; own mutex). The control thread adds and removes,
+// engines find when a command carries a wait.
+using QueueDirectory = WeakDirectory<Queue>;
 
 enum class QueueKind { Core, Dma };
 
@@ -53,6 +58,15 @@ public:
 
 	// Engine side.
 	uint64_t next_seq() const { return completed_.load(std::memory_order_relaxed) + 1; }
+	// The queue this queue's next command waits on (its wait field), while that
+	// queue has not reached the value yet; nullptr if the next command is absent,
+	// waits on nothing or may start. A hint read from the tenant's slot, so that
+	// engines sleep instead of polling a blocked command: start_command re-reads
+	// the command and re-checks (and faults a bad wait). Any thread.
+	std::shared_ptr<Queue> blocking_peer() const;
+	// The word complete_one() bumps (and wakes) after every command: engines blocked
+	// on this queue sleep on it, announced in header()->waiters.
+	uint32_t *completed_word() const { return &header_->completed_futex; }
 	void complete_one();
 	void fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
 
@@ -72,19 +86,6 @@ private:
 	std::atomic<uint64_t> completed_{0};   // authoritative timeline value
 	std::atomic<bool> faulted_{false};
 	std::atomic<bool> retired_{false};
-};
-
-// A tenant's queues by id, for cross-queue waits. Guarded by its own mutex
-// (control thread writes, engines read when a command carries a wait).
-class QueueDirectory {
-public:
-	void add(const std::shared_ptr<Queue> &q);
-	void remove(uint64_t id);
-	std::shared_ptr<Queue> find(uint64_t id) const;
-
-private:
-	mutable std::mutex mutex_;
-	std::map<uint64_t, std::weak_ptr<Queue>> queues_;
 };
 
 } // namespace neuron::chip

@@ -123,6 +123,37 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 		p.split[before].accumulate = true;
 }
 
+// SUM / MEAN / AMAX: a kept dim first (each tile computes whole outputs); if tiles
+// are still over budget (a sum of everything, or too few outputs), the largest
+// reduced dim too, as the last split: its later tiles add into (max with) the
+// output (cmd.h, NEURON_REDUCE_ACCUMULATE), in order, like a matmul's K tiles. Only
+// where partial results are exact in the output: f32 and integer sums and means
+// (integers wrap the same either way), AMAX of any dtype; a bf16/f16 output would
+// round each partial result.
+void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+{
+	const neuron_tensor_desc &out = cmd.operands[0], &in = cmd.operands[1];
+	const uint64_t mask = static_cast<uint64_t>(cmd.iscalars[0]);
+	const uint64_t work = numel(in);
+	const int d = largest_dim(out, [&](int i) { return !(mask >> i & 1); });
+	if (d >= 0)
+		split_same_dim(p, cmd, d, work, budget);
+	const bool exact = cmd.opcode == NEURON_OP_AMAX ||
+			   (out.dtype != NEURON_DTYPE_BF16 && out.dtype != NEURON_DTYPE_F16);
+	const uint64_t per_tile = work / p.tiles;
+	if (!exact || per_tile <= budget)
+		return;
+	const int r = largest_dim(in, [&](int i) { return (mask >> i & 1) != 0; });
+	if (r < 0)
+		return;
+	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
+	const int dims[NEURON_MAX_OPERANDS] = {-1, r, -1, -1, -1, -1};
+	const int before = p.splits;
+	add_split(p, dims, in.sizes[r], (in.sizes[r] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+	if (p.splits > before)
+		p.split[before].accumulate = true;
+}
+
 // Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. Every output element is written
 // by exactly one tile when the split dim d is not D (the adds would otherwise sum one
 // output element over several tiles, in another order than the whole op does).
@@ -162,6 +193,28 @@ void plan_indexing(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	add_split(p, dims, dv.sizes[d], (dv.sizes[d] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
 }
 
+// The accumulate split's tiles (the last split, so narrowed first, on the whole
+// command): later tiles add to the partial results of the tiles before.
+void accumulate_after_first(neuron_cmd &cmd, bool later)
+{
+	if (cmd.opcode == NEURON_OP_MATMUL) {
+		if (later)
+			cmd.fscalars.f[1] = 1.0; // beta: add to the K tiles before
+		return;
+	}
+	// A reduction: every tile's mean divides by the whole command's count.
+	if (cmd.opcode == NEURON_OP_MEAN && cmd.iscalars[2] == 0) {
+		const neuron_tensor_desc &in = cmd.operands[1];
+		int64_t count = 1;
+		for (int i = 0; i < in.ndim; ++i)
+			if (cmd.iscalars[0] >> i & 1)
+				count *= in.sizes[i];
+		cmd.iscalars[2] = count;
+	}
+	if (later)
+		cmd.iscalars[1] = NEURON_REDUCE_ACCUMULATE;
+}
+
 } // namespace
 
 TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads)
@@ -181,10 +234,7 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 			split_same_dim(p, cmd, d, numel(out), elem_budget);
 	} else if ((cmd.opcode == NEURON_OP_SUM || cmd.opcode == NEURON_OP_MEAN || cmd.opcode == NEURON_OP_AMAX) &&
 		   cmd.num_operands == 2) {
-		const uint64_t mask = static_cast<uint64_t>(cmd.iscalars[0]);
-		const int d = largest_dim(out, [&](int i) { return !(mask >> i & 1); });
-		if (d >= 0)
-			split_same_dim(p, cmd, d, numel(cmd.operands[1]), elem_budget);
+		plan_reduction(p, cmd, elem_budget);
 	} else if ((cmd.opcode == NEURON_OP_SOFTMAX || cmd.opcode == NEURON_OP_LOG_SOFTMAX) && cmd.num_operands == 2) {
 		const int64_t along = cmd.iscalars[0];
 		const int d = largest_dim(out, [&](int i) { return i != along; });
@@ -208,6 +258,13 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 			if (want > 1)
 				add_split(p, dims, out.sizes[d], (out.sizes[d] + int64_t(want) - 1) / int64_t(want));
 		}
+	} else if ((cmd.opcode == NEURON_OP_INDEX_COPY || cmd.opcode == NEURON_OP_SCATTER) && cmd.num_operands == 3) {
+		// ISA 1.3: the copying forms have their adds' operands and shape rules, and
+		// plan_indexing never splits dim i[0], so each tile keeps every write to its
+		// output elements in index order (the last duplicate still wins).
+		neuron_cmd as_add = cmd;
+		as_add.opcode = cmd.opcode == NEURON_OP_INDEX_COPY ? NEURON_OP_INDEX_ADD : NEURON_OP_SCATTER_ADD;
+		plan_indexing(p, as_add, elem_budget);
 	}
 	return p;
 }
@@ -220,8 +277,8 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 		index /= static_cast<uint64_t>(sp.count);
 		const int64_t offset = i * sp.chunk;
 		const int64_t len = std::min(sp.chunk, sp.size - offset);
-		if (sp.accumulate && offset > 0)
-			cmd.fscalars.f[1] = 1.0; // add to the partial sums of the K tiles before
+		if (sp.accumulate)
+			accumulate_after_first(cmd, offset > 0);
 
 		for (int k = 0; k < cmd.num_operands; ++k) {
 			const int d = sp.dim[k];

@@ -7,13 +7,15 @@
 // stride 0 keeps pointing at the same bytes). Which dims may be split depends on the
 // op: elementwise/copy/fill/compare any dim; matmul the batch, M and N dims, and K
 // when the output is fp32 (the tiles after the first along K add into the output,
-// beta = 1, as BLAS itself accumulates K blocks into C); reductions, softmax and
+// beta = 1, as BLAS itself accumulates K blocks into C); reductions a dim they do not
+// reduce, then if still too long a dim they reduce (later tiles accumulate into the
+// output, NEURON_REDUCE_ACCUMULATE; f32/integer sums and means, any amax); softmax,
 // log-softmax and arg-reduce a dim they do not reduce; the indexing ops a dim other
 // than the one they index; the Adam step any dim of its four tensors (not the step
-// count). Left whole (correct, only not preemptible): a reduction or softmax
-// whose output has no dim to split (e.g. a sum of everything), a bf16/fp16 matmul
-// with a huge K and a tiny output, and opcodes this file does not know (ops added
-// later).
+// count). Left whole (correct, only not preemptible): a softmax, log-softmax or
+// arg-reduce over one long row, a bf16/fp16 sum or mean of everything, a bf16/fp16
+// matmul with a huge K and a tiny output (their partial results would be rounded to
+// the output dtype), and opcodes this file does not know (ops added later).
 //
 // Pure functions on private copies; no shared state, no locks.
 #pragma once
@@ -48,8 +50,18 @@ struct TilePlan {
 	uint64_t tiles = 1;
 };
 
-// threads: host threads the command may use (the budget is per thread).
+// threads: host threads one tile may use (the budget is per thread). The emu engines
+// run every tile on one thread (tile_cursor.h); the kmd pump's jobs likewise.
 TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads);
+
+// Tiles c*n .. c*n + n-1 form chain c, n = chain_length(plan): the tiles of a matmul's
+// K split that add into one output block, in order (the accumulate split is the
+// last, so it varies fastest). Chains are independent; without a K split n is 1.
+inline uint64_t chain_length(const TilePlan &plan)
+{
+	const bool k_split = plan.splits > 0 && plan.split[plan.splits - 1].accumulate;
+	return k_split ? static_cast<uint64_t>(plan.split[plan.splits - 1].count) : 1;
+}
 
 // Narrows cmd (descriptors) and views (host pointers) to tile `index` of plan, in place.
 // Both must describe the whole command on entry (views resolved by resolve_operands).

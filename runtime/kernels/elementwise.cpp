@@ -102,13 +102,18 @@ NK_HOT void f_exp_based(Ew k, float *o, const float *a, int64_t n)
 			o[i] = a[i] / (1.0f + exp_f32(-a[i]));
 }
 
-// erf/tanh activations: libm calls dominate, no point cloning these.
+NK_HOT void f_gelu_erf(float *o, const float *a, int64_t n)
+{
+	for (int64_t i = 0; i < n; ++i)
+		o[i] = 0.5f * a[i] * (1.0f + erf_f32(a[i] * 0.70710678118654752f));
+}
+
+// tanh activations: libm calls dominate, no point cloning these.
 void f_unary(Ew k, float *o, const float *a, int64_t n)
 {
 	switch (k) {
 	case Ew::GeluErf:
-		for (int64_t i = 0; i < n; ++i)
-			o[i] = 0.5f * a[i] * (1.0f + std::erf(a[i] * 0.70710678118654752f));
+		f_gelu_erf(o, a, n);
 		break;
 	case Ew::GeluTanh: {
 		const float c = 0.79788456080286536f; // sqrt(2 / pi)

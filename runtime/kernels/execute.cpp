@@ -144,6 +144,10 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_gather(cmd, views, max_threads);
 	case NEURON_OP_SCATTER_ADD:
 		return detail::run_scatter_add(cmd, views, max_threads);
+	case NEURON_OP_INDEX_COPY:
+		return detail::run_index_copy(cmd, views, max_threads);
+	case NEURON_OP_SCATTER:
+		return detail::run_scatter(cmd, views, max_threads);
 	case NEURON_OP_ADAM_STEP:
 		return detail::run_adam_step(cmd, views, max_threads);
 	case NEURON_OP_ARG_REDUCE:

@@ -1,9 +1,11 @@
-// ISA 1.1 indexing: INDEX_SELECT, INDEX_ADD, GATHER, SCATTER_ADD along dim i[0].
+// ISA 1.1 indexing: INDEX_SELECT, INDEX_ADD, GATHER, SCATTER_ADD along dim i[0];
+// ISA 1.3 adds the copying writes INDEX_COPY and SCATTER.
 //
 // Index values are data, so their range is checked here (check_semantics cannot):
 // every index is validated before anything is written, and one out of range faults
 // the command with the offending value and position. The adds accumulate in double
-// and run in index order on one thread, so duplicate indices add deterministically.
+// and run in index order on one thread, so duplicate indices add deterministically;
+// the copying writes run in the same order, so the last duplicate wins.
 #include "block.h"
 #include "iterate.h"
 #include "ops.h"
@@ -203,6 +205,73 @@ Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int)
 		if (out.ndim)
 			p2[dim] = index_at(ix, pos);
 		add_run(elem(out, p2), 0, elem(src, pos), 0, 1, out.dtype, src.dtype);
+	});
+	return std::nullopt;
+}
+
+// ---- ISA 1.3 ----
+
+namespace {
+
+void copy_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, size_t es)
+{
+	if (ds == static_cast<int64_t>(es) && ss == static_cast<int64_t>(es))
+		std::memcpy(dst, src, static_cast<size_t>(n) * es);
+	else
+		for (int64_t i = 0; i < n; ++i)
+			std::memcpy(dst + i * ds, src + i * ss, es);
+}
+
+} // namespace
+
+Result run_index_copy(const neuron_cmd &cmd, std::span<const View> v, int)
+{
+	const View &out = v[0], &ix = v[1], &src = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t count = src.ndim ? src.sizes[dim] : 1;
+	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		if (k < 0 || k >= limit)
+			return range_fault("index_copy", k, j, limit, dim);
+	}
+	const size_t es = dtype_size(out.dtype);
+	if (out.ndim == 0) {
+		std::memcpy(out.data, src.data, es);
+		return std::nullopt;
+	}
+	// One thread, j ascending: a later duplicate overwrites an earlier one.
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		slice_runs(out, out.data + k * out.strides[dim] * static_cast<int64_t>(es), src,
+			   src.data + j * src.strides[dim] * static_cast<int64_t>(es), dim,
+			   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) { copy_run(d, dsd, s, ssd, n, es); });
+	}
+	return std::nullopt;
+}
+
+Result run_scatter(const neuron_cmd &cmd, std::span<const View> v, int)
+{
+	const View &out = v[0], &ix = v[1], &src = v[2];
+	const int dim = static_cast<int>(cmd.iscalars[0]);
+	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
+	std::optional<Fault> f;
+	int64_t n = 0;
+	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
+		const int64_t k = index_at(ix, pos);
+		if (!f && (k < 0 || k >= limit))
+			f = range_fault("scatter", k, n, limit, dim);
+		++n;
+	});
+	if (f)
+		return f;
+	const size_t es = dtype_size(out.dtype);
+	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
+		int64_t p2[NEURON_MAX_DIMS];
+		std::copy(pos, pos + NEURON_MAX_DIMS, p2);
+		if (out.ndim)
+			p2[dim] = index_at(ix, pos);
+		std::memcpy(elem(out, p2), elem(src, pos), es);
 	});
 	return std::nullopt;
 }

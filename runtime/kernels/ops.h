@@ -33,6 +33,10 @@ Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int max_t
 Result run_adam_step(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // optimizer.cpp
 Result run_arg_reduce(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // arg_reduce.cpp
 
+// ISA 1.3
+Result run_index_copy(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // indexing.cpp
+Result run_scatter(const neuron_cmd &cmd, std::span<const View> v, int max_threads);    // indexing.cpp
+
 Fault exec_fault(std::string message);
 
 } // namespace neuron::kernels::detail

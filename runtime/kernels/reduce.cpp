@@ -9,6 +9,10 @@
 // sum); MEAN divides the double sum by the reduced element count (0/0 = NaN for an
 // empty reduction, like PyTorch). AMAX propagates NaN.
 //
+// Accumulate mode (i[1], ISA 1.3) combines each result with the output's old value,
+// and MEAN may divide by a given count (i[2]): the chip's tiles of a reduction cut
+// along a reduced dim use both, so a sum of everything is preemptible too.
+//
 // Layout: the input's dims are split into kept and reduced dims, each sorted by
 // input stride and coalesced. If the innermost kept dim is contiguous and inside
 // every reduced dim ("outer" reduction, e.g. summing the rows of a row-major
@@ -249,16 +253,36 @@ int64_t out_offset(const Plan &p, int64_t o)
 	return off;
 }
 
+// How results reach the output: MEAN's divisor, and whether they add to (max with)
+// the output's old values.
+struct Finish {
+	bool mean = false;
+	int64_t divisor = 0; // 0: the reduced element count
+	bool accumulate = false;
+};
+
 template <class A, class S, bool Max>
-Result reduce_typed(const Plan &p, bool mean, int max_threads)
+Result reduce_typed(const Plan &p, Finish fin, int max_threads)
 {
 	using R = Rules<A, S, Max>;
+	const A divisor = static_cast<A>(fin.divisor > 0 ? fin.divisor : p.nred);
 	// Final values go to the output along kept dim 0 (consecutive outputs of a segment).
 	auto store = [&](int64_t o, int64_t len, A *acc) {
-		if (mean)
+		if (fin.mean)
 			for (int64_t t = 0; t < len; ++t)
-				acc[t] = acc[t] / static_cast<A>(p.nred);
-		store_block<A>(p.out + out_offset(p, o), p.kout[0], acc, len, p.out_dt);
+				acc[t] = acc[t] / divisor;
+		std::byte *dst = p.out + out_offset(p, o);
+		if (fin.accumulate) {
+			constexpr int64_t kChunk = 256;
+			A old[kChunk];
+			for (int64_t b = 0; b < len; b += kChunk) {
+				const int64_t n = std::min(kChunk, len - b);
+				load_block<A>(old, dst + b * p.kout[0], p.kout[0], n, p.out_dt);
+				for (int64_t t = 0; t < n; ++t)
+					acc[b + t] = R::comb(old[t], acc[b + t]);
+			}
+		}
+		store_block<A>(dst, p.kout[0], acc, len, p.out_dt);
 	};
 	const int nt = threads_for(p.nout * std::max<int64_t>(p.nred, 1), kElementwiseGrain, max_threads);
 	// Tiling hook: a bounded tile of a reduction is a range of outputs (each
@@ -303,17 +327,18 @@ Result run_reduce(const neuron_cmd &cmd, const View &out, const View &in, int ma
 	if (p.nout == 0)
 		return std::nullopt;
 	const bool is_max = cmd.opcode == NEURON_OP_AMAX;
-	const bool mean = cmd.opcode == NEURON_OP_MEAN;
+	const Finish fin{cmd.opcode == NEURON_OP_MEAN, cmd.iscalars[2], cmd.iscalars[1] == NEURON_REDUCE_ACCUMULATE};
+	const Finish no_mean{false, 0, fin.accumulate};
 	// Accumulate in double for floating outputs, int64 for integer outputs. (AMAX has
 	// in dtype == out dtype, so a floating AMAX compares exact doubles.)
 	const bool floating = is_floating(out.dtype);
 	return with_dtype(in.dtype, [&](auto s) -> Result {
 		using S = decltype(s);
 		if (floating)
-			return is_max ? reduce_typed<double, S, true>(p, false, max_threads)
-				      : reduce_typed<double, S, false>(p, mean, max_threads);
-		return is_max ? reduce_typed<int64_t, S, true>(p, false, max_threads)
-			      : reduce_typed<int64_t, S, false>(p, false, max_threads);
+			return is_max ? reduce_typed<double, S, true>(p, no_mean, max_threads)
+				      : reduce_typed<double, S, false>(p, fin, max_threads);
+		return is_max ? reduce_typed<int64_t, S, true>(p, no_mean, max_threads)
+			      : reduce_typed<int64_t, S, false>(p, no_mean, max_threads);
 	});
 }
 

@@ -73,6 +73,9 @@ const OpInfo kOps[NEURON_OP_COUNT_] = {
 	// ISA 1.2
 	{"adam_step", 5, {"param", "exp_avg", "exp_avg_sq", "grad", "step"}},
 	{"arg_reduce", 2, {"out", "in"}},
+	// ISA 1.3
+	{"index_copy", 3, {"out", "index", "src"}},
+	{"scatter", 3, {"out", "index", "src"}},
 };
 
 struct Checker {
@@ -287,7 +290,12 @@ struct Checker {
 		}
 		if (cmd.opcode == NEURON_OP_AMAX && reduces_empty && !out_empty)
 			return bad("amax over an empty dim has no identity (operand 1 (in) has a reduced dim of size 0)");
-		return unused_scalars(0x0, 0x1);
+		if (cmd.iscalars[1] != 0 && cmd.iscalars[1] != NEURON_REDUCE_ACCUMULATE)
+			return bad(fmt("scalars i[1]=%" PRId64 " (flags) must be 0 or %d (NEURON_REDUCE_ACCUMULATE)",
+				       cmd.iscalars[1], NEURON_REDUCE_ACCUMULATE));
+		if (cmd.iscalars[2] < 0)
+			return bad(fmt("scalars i[2]=%" PRId64 " (mean divisor) must not be negative", cmd.iscalars[2]));
+		return unused_scalars(0x0, cmd.opcode == NEURON_OP_MEAN ? 0x7 : 0x3);
 	}
 
 	std::optional<Fault> softmax() const
@@ -422,17 +430,20 @@ struct Checker {
 	{
 		std::optional<Fault> f;
 		const uint16_t opc = cmd.opcode;
+		// The writes (INDEX_ADD, SCATTER_ADD and their copying forms INDEX_COPY,
+		// SCATTER) take (out, index, src); the reads (out, in, index).
 		const bool add = opc == NEURON_OP_INDEX_ADD || opc == NEURON_OP_SCATTER_ADD;
-		const int data = add ? 2 : 1, index = add ? 1 : 2;
+		const bool write = add || opc == NEURON_OP_INDEX_COPY || opc == NEURON_OP_SCATTER;
+		const int data = write ? 2 : 1, index = write ? 1 : 2;
 		if ((f = index_dtype(index)) || (f = same_dtype(data)) || (f = dim_of(0)) || (f = dim_of(data)))
 			return f;
 		if (add && (f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool")))
 			return f;
-		if (opc == NEURON_OP_INDEX_SELECT || opc == NEURON_OP_INDEX_ADD) {
+		if (opc == NEURON_OP_INDEX_SELECT || opc == NEURON_OP_INDEX_ADD || opc == NEURON_OP_INDEX_COPY) {
 			if (d(index).ndim != 1)
 				return bad(who(index) + fmt(": ndim=%u, the index must be 1-d", d(index).ndim));
 			const int64_t len = d(index).sizes[0];
-			const int big = opc == NEURON_OP_INDEX_SELECT ? 1 : 0, small = opc == NEURON_OP_INDEX_SELECT ? 0 : 2;
+			const int big = write ? 0 : 1, small = write ? 2 : 0;
 			if (d(0).ndim == 0 && d(data).ndim == 0) {
 				if (len != 1)
 					return bad(who(index) + ": a 0-d operand takes exactly one index");
@@ -441,7 +452,7 @@ struct Checker {
 			}
 			return unused_scalars(0x0, 0x1);
 		}
-		// GATHER / SCATTER_ADD: index has out's (gather) or src's (scatter) shape; the
+		// GATHER / SCATTER(_ADD): index has out's (gather) or src's (scatter) shape; the
 		// other operand is at least as large in every dim but dim.
 		const int shaped = opc == NEURON_OP_GATHER ? 0 : 2, other = opc == NEURON_OP_GATHER ? 1 : 0;
 		if (d(index).ndim != d(shaped).ndim || d(other).ndim != d(shaped).ndim)
@@ -560,6 +571,8 @@ struct Checker {
 		case NEURON_OP_INDEX_ADD:
 		case NEURON_OP_GATHER:
 		case NEURON_OP_SCATTER_ADD:
+		case NEURON_OP_INDEX_COPY:
+		case NEURON_OP_SCATTER:
 			return indexing();
 		case NEURON_OP_ADAM_STEP:
 			return adam_step();

@@ -49,6 +49,20 @@ inline float exp_f32(float x)
 	return is_nan ? x : y;
 }
 
+// erf() for float that the compiler can vectorise, for GELU (libm's erff is a
+// scalar call: it was the daemon's top function in a transformer training step).
+// Abramowitz & Stegun 7.1.26 with exp_f32 for the Gaussian, as PyTorch's vectorised
+// CPU GELU computes it: absolute error <= 1.5e-7, which GELU's 1 + erf absorbs. Its
+// relative error near 0 and in the tails is poor, so UNARY_ERF keeps libm's erff.
+inline float erf_f32(float x)
+{
+	const float a = x < 0.0f ? -x : x;
+	const float t = 1.0f / (1.0f + 0.3275911f * a);
+	const float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
+	const float y = 1.0f - r * t * exp_f32(-a * a);
+	return x < 0.0f ? -y : (x != x ? x : y);
+}
+
 // max of n floats and whether any is NaN. A NaN-propagating max is not a
 // reduction compilers will vectorise, so this keeps 8 independent lanes (a
 // NaN-ignoring max plus a NaN flag each) that map onto vector compares/blends.

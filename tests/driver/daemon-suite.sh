@@ -20,14 +20,9 @@
 # NEURON_SUITE_SKIP_DAEMON=1 (in run-qemu-suite.sh) skips this boot.
 set -uo pipefail
 
-ROOT=$1 WORK=$2 KVER=$3 VMLINUZ=$4 KO=$5 BASE_IRD=$6 RESULTS=$7 QEMU_TIMEOUT=$8
-HERE=$ROOT/tests/driver
 # shellcheck source=qemu-boot.sh
-. "$HERE/qemu-boot.sh"
-DW=$WORK/daemon
-mkdir -p "$DW"
-say() { echo "[driver-suite] daemon: $*"; }
-result_fail() { echo "FAIL: $1" >>"$RESULTS"; [ -n "${2:-}" ] && echo "# $2" >>"$RESULTS"; echo "FAIL: $1${2:+ ($2)}"; }
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-boot.sh"
+suite_args daemon "$@"
 
 # The suites that run in the guest (tests/daemon/meson.build's names).
 SUITES=${NEURON_DAEMON_SUITES:-"e2e-ops isolation malformed-control malformed-ring lifecycle kill9 kmd-backend"}
@@ -36,22 +31,22 @@ SUITES=${NEURON_DAEMON_SUITES:-"e2e-ops isolation malformed-control malformed-ri
 BUILD=${NEURON_BUILD_DIR:-$ROOT/build}
 if [ ! -f "$BUILD/build.ninja" ]; then
 	say "setting up $BUILD"
-	meson setup "$BUILD" >"$DW/meson-setup.log" 2>&1 ||
-		{ tail -20 "$DW/meson-setup.log"; result_fail daemon_build "meson setup $BUILD failed"; exit 0; }
+	meson setup "$BUILD" >"$SUITE_WORK/meson-setup.log" 2>&1 ||
+		{ tail -20 "$SUITE_WORK/meson-setup.log"; result_fail daemon_build "meson setup $BUILD failed"; exit 0; }
 fi
 targets=(daemon/neurond)
 for s in $SUITES; do targets+=("tests/daemon/test-daemon-$s"); done
 say "building ${targets[*]} in $BUILD (-j2)"
 t0=$(date +%s)
-if ! ninja -C "$BUILD" -j2 "${targets[@]}" >"$DW/build.log" 2>&1; then
-	tail -30 "$DW/build.log"
-	result_fail daemon_build "neurond or the daemon suites did not build; see $DW/build.log"
+if ! ninja -C "$BUILD" -j2 "${targets[@]}" >"$SUITE_WORK/build.log" 2>&1; then
+	tail -30 "$SUITE_WORK/build.log"
+	result_fail daemon_build "neurond or the daemon suites did not build; see $SUITE_WORK/build.log"
 	exit 0
 fi
 say "build step took $(( $(date +%s) - t0 ))s"
 
 # --- 2. initramfs ------------------------------------------------------------------
-IRD=$DW/initramfs
+IRD=$SUITE_WORK/initramfs
 rm -rf "$IRD"
 cp -a "$BASE_IRD" "$IRD"
 # A file at its host path inside the initramfs (libraries follow RPATH/ldconfig paths).
@@ -84,18 +79,12 @@ chmod +x "$IRD/bin/neurond-kmd"
 cp "$HERE/guest-init-daemon.sh" "$IRD/init"
 chmod +x "$IRD/init"
 for a in chmod rmmod mktemp rm date env id kill ps; do ln -sf busybox "$IRD/bin/$a"; done
-(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$DW/initramfs.gz"
-say "initramfs $(du -h "$DW/initramfs.gz" | cut -f1)"
+(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$SUITE_WORK/initramfs.gz"
+say "initramfs $(du -h "$SUITE_WORK/initramfs.gz" | cut -f1)"
 
 # --- 3. boot -----------------------------------------------------------------------
-LOG=$DW/console.log
-say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
-t0=$(date +%s)
-qemu_boot "$VMLINUZ" "$DW/initramfs.gz" "$LOG" "=== NEURON DAEMON SUITE BEGIN" "$QEMU_TIMEOUT"
-qrc=$QEMU_RC
-say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
-grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
-echo "[driver-suite] daemon: $(grep -c '^PASS: daemon-kmd' "$LOG.txt") tests passed, $(grep -c '^FAIL: daemon-kmd' "$LOG.txt") failed"
+suite_boot "=== NEURON DAEMON SUITE BEGIN"
+say "$(grep -c '^PASS: daemon-kmd' "$LOG.txt") tests passed, $(grep -c '^FAIL: daemon-kmd' "$LOG.txt") failed"
 grep -E '^FAIL' "$LOG.txt" || true
 grep -E '^# daemon' "$LOG.txt" | head -80 || true
 qemu_boot_verdict daemon "$LOG" "=== NEURON DAEMON SUITE END" guest-init-daemon.sh "the daemon suites" "$RESULTS"

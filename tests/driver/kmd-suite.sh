@@ -17,22 +17,18 @@
 # Standalone: NEURON_SUITE_DIR=... bash tests/driver/run-qemu-suite.sh runs it.
 set -uo pipefail
 
-ROOT=$1 WORK=$2 KVER=$3 VMLINUZ=$4 KO=$5 BASE_IRD=$6 RESULTS=$7 QEMU_TIMEOUT=$8
-HERE=$ROOT/tests/driver
 # shellcheck source=qemu-boot.sh
-. "$HERE/qemu-boot.sh"
-KW=$WORK/kmd
-mkdir -p "$KW/obj"
-say() { echo "[driver-suite] kmd: $*"; }
-result_fail() { echo "FAIL: $1" >>"$RESULTS"; [ -n "${2:-}" ] && echo "# $2" >>"$RESULTS"; echo "FAIL: $1${2:+ ($2)}"; }
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-boot.sh"
+suite_args kmd "$@"
+mkdir -p "$SUITE_WORK/obj"
 
 # --- 1. static kmd_test ---------------------------------------------------------
 srcs=("$ROOT"/runtime/kernels/*.cpp "$ROOT"/runtime/kmd/*.cpp "$ROOT"/tests/kmd/kmd_test.cpp)
 hdrs=("$ROOT"/runtime/kernels/*.h "$ROOT"/runtime/kmd/*.h "$ROOT"/runtime/include/neuron/*.h
       "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
-BIN=$KW/kmd_test
+BIN=$SUITE_WORK/kmd_test
 stamp=$(cat "${srcs[@]}" "${hdrs[@]}" "$0" | sha256sum | cut -d' ' -f1)
-if [ ! -x "$BIN" ] || [ "$(cat "$KW/kmd_test.stamp" 2>/dev/null)" != "$stamp" ]; then
+if [ ! -x "$BIN" ] || [ "$(cat "$SUITE_WORK/kmd_test.stamp" 2>/dev/null)" != "$stamp" ]; then
 	say "building static kmd_test (${#srcs[@]} sources, -j2)"
 	t0=$(date +%s)
 	BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
@@ -44,51 +40,45 @@ if [ ! -x "$BIN" ] || [ "$(cat "$KW/kmd_test.stamp" 2>/dev/null)" != "$stamp" ];
 	# Objects are cached one by one: an object is rebuilt when its source, any
 	# header or the flags changed. Names carry the directory (kernels_, kmd_).
 	HH=$(cat "${hdrs[@]}" | sha256sum | cut -d' ' -f1)
-	export CXXFLAGS KW HH
-	: >"$KW/build.log"
+	export CXXFLAGS SUITE_WORK HH
+	: >"$SUITE_WORK/build.log"
 	objs=()
 	for f in "${srcs[@]}"; do
-		objs+=("$KW/obj/$(basename "$(dirname "$f")")_$(basename "$f" .cpp).o")
+		objs+=("$SUITE_WORK/obj/$(basename "$(dirname "$f")")_$(basename "$f" .cpp).o")
 	done
 	if ! printf '%s\n' "${srcs[@]}" | xargs -P2 -I{} sh -c \
-		'o=$KW/obj/$(basename "$(dirname "{}")")_$(basename "{}" .cpp).o
+		'o=$SUITE_WORK/obj/$(basename "$(dirname "{}")")_$(basename "{}" .cpp).o
 		 st=$( (cat "{}"; echo "$HH $CXXFLAGS") | sha256sum | cut -d" " -f1)
 		 [ -f "$o" ] && [ "$(cat "$o.stamp" 2>/dev/null)" = "$st" ] && exit 0
 		 rm -f "$o" "$o.stamp"
-		 g++ $CXXFLAGS -c "{}" -o "$o" 2>>"$KW/build.log" || { echo "compile failed: {}" >>"$KW/build.log"; exit 255; }
+		 g++ $CXXFLAGS -c "{}" -o "$o" 2>>"$SUITE_WORK/build.log" || { echo "compile failed: {}" >>"$SUITE_WORK/build.log"; exit 255; }
 		 echo "$st" >"$o.stamp"'; then
-		tail -30 "$KW/build.log"
-		result_fail kmd_build "kmd_test did not compile; see $KW/build.log"
+		tail -30 "$SUITE_WORK/build.log"
+		result_fail kmd_build "kmd_test did not compile; see $SUITE_WORK/build.log"
 		exit 0
 	fi
 	if ! g++ -static -s -fopenmp -o "$BIN" "${objs[@]}" /usr/lib/x86_64-linux-gnu/libdrm.a "$BLAS_A" \
-		-lpthread -lm >>"$KW/build.log" 2>&1; then
-		tail -30 "$KW/build.log"
-		result_fail kmd_build "kmd_test did not link; see $KW/build.log"
+		-lpthread -lm >>"$SUITE_WORK/build.log" 2>&1; then
+		tail -30 "$SUITE_WORK/build.log"
+		result_fail kmd_build "kmd_test did not link; see $SUITE_WORK/build.log"
 		exit 0
 	fi
-	echo "$stamp" >"$KW/kmd_test.stamp"
+	echo "$stamp" >"$SUITE_WORK/kmd_test.stamp"
 	say "built in $(( $(date +%s) - t0 ))s"
 fi
 
 # --- 2. initramfs ----------------------------------------------------------------
-IRD=$KW/initramfs
+IRD=$SUITE_WORK/initramfs
 rm -rf "$IRD"
 cp -a "$BASE_IRD" "$IRD"
 cp "$BIN" "$IRD/bin/kmd_test"
 cp "$HERE/guest-init-kmd.sh" "$IRD/init"
 chmod +x "$IRD/init"
 for a in chmod rmmod; do ln -sf busybox "$IRD/bin/$a"; done
-(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$KW/initramfs.gz"
+(cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$SUITE_WORK/initramfs.gz"
 
 # --- 3. boot ---------------------------------------------------------------------
-LOG=$KW/console.log
-say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
-t0=$(date +%s)
-qemu_boot "$VMLINUZ" "$KW/initramfs.gz" "$LOG" "=== NEURON KMD SUITE BEGIN" "$QEMU_TIMEOUT"
-qrc=$QEMU_RC
-say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"
-grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
+suite_boot "=== NEURON KMD SUITE BEGIN"
 grep -E '^(PASS|FAIL)' "$LOG.txt"
 grep -E '^# kmd_test' "$LOG.txt"
 qemu_boot_verdict kmd "$LOG" "=== NEURON KMD SUITE END" guest-init-kmd.sh "the kmd tests" "$RESULTS"

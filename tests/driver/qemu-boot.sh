@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# Sourced by run-qemu-suite.sh and kmd-suite.sh: one QEMU (TCG) boot of a
-# test initramfs, retried once when the kernel crashed before /init printed
-# the suite's BEGIN marker.
+# Sourced by run-qemu-suite.sh, kmd-suite.sh and daemon-suite.sh: one QEMU
+# (TCG) boot of a test initramfs, retried once when the kernel crashed before
+# /init printed the suite's BEGIN marker; and, for the boots after the first
+# (the suite scripts), their common arguments, messages and verdict lines.
 #
 # Why the retry: both /init scripts print BEGIN before they load neuron.ko,
 # so a crash before it happened in the stock kernel's own boot (initramfs
@@ -56,4 +57,37 @@ qemu_boot_verdict() {
 	else
 		echo "PASS: ${prefix}_kernel_log_clean" | tee -a "$results"
 	fi
+}
+
+# --- the suite scripts of the later boots (kmd-suite.sh, daemon-suite.sh) ------
+# run-qemu-suite.sh calls each with the same arguments,
+#   SUITE.sh ROOT WORK KVER VMLINUZ KO BASE_INITRAMFS_DIR RESULTS TIMEOUT
+# and each starts with `suite_args NAME "$@"`, which sets ROOT WORK KVER VMLINUZ
+# KO BASE_IRD RESULTS QEMU_TIMEOUT, HERE (tests/driver) and SUITE_WORK
+# (WORK/NAME, created), and defines the suite's say and result_fail. These are
+# defined here, not at the top level, because run-qemu-suite.sh sources this
+# file too and has its own say.
+suite_args() {
+	SUITE_NAME=$1
+	ROOT=$2 WORK=$3 KVER=$4 VMLINUZ=$5 KO=$6 BASE_IRD=$7 RESULTS=$8 QEMU_TIMEOUT=$9
+	HERE=$ROOT/tests/driver
+	SUITE_WORK=$WORK/$SUITE_NAME
+	mkdir -p "$SUITE_WORK"
+	say() { echo "[driver-suite] $SUITE_NAME: $*"; }
+	# result_fail NAME [WHY]: a FAIL line (and a "# WHY" line) in RESULTS, also printed.
+	result_fail() { echo "FAIL: $1" >>"$RESULTS"; [ -n "${2:-}" ] && echo "# $2" >>"$RESULTS"; echo "FAIL: $1${2:+ ($2)}"; }
+}
+
+# Boots SUITE_WORK/initramfs.gz (qemu_boot), says how it went, and appends the
+# guest's PASS/FAIL/# lines to RESULTS. Sets LOG (SUITE_WORK/console.log) and,
+# through qemu_boot, QEMU_RC: what qemu_boot_verdict reads next.
+#   suite_boot BEGIN_MARKER
+suite_boot() {
+	local t0
+	LOG=$SUITE_WORK/console.log
+	say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
+	t0=$(date +%s)
+	qemu_boot "$VMLINUZ" "$SUITE_WORK/initramfs.gz" "$LOG" "$1" "$QEMU_TIMEOUT"
+	say "QEMU exited with $QEMU_RC after $(( $(date +%s) - t0 ))s"
+	grep -E '^(PASS|FAIL|# )' "$LOG.txt" >>"$RESULTS"
 }

@@ -149,5 +149,12 @@ int main(int argc, char **argv)
 	argmin.iscalars[0] = 1;
 	argmin.iscalars[1] = 1;
 	write(dir, "arg_reduce", 0, argmin);
+
+	// ISA 1.3
+	write(dir, "index_copy", 0,
+	      make(NEURON_OP_INDEX_COPY, {desc(A, F, {5, 4}), desc(B, I64, {3}), desc(B + 4096, F, {3, 4})}));
+	auto scatter_copy = make(NEURON_OP_SCATTER, {desc(A, F, {3, 4}), desc(B, I64, {3, 2}), desc(B + 4096, F, {3, 2})});
+	scatter_copy.iscalars[0] = 1;
+	write(dir, "scatter", 0, scatter_copy);
 	return 0;
 }

@@ -193,3 +193,46 @@ Test(reduce, f32_sum_accuracy)
 	const double want = static_cast<double>(0.1f) * (1 << 20);
 	cr_assert_eq(out.get(&o), to_f32(want), "got %.9g want %.9g", out.get(&o), want);
 }
+
+// ISA 1.3: i[1] = NEURON_REDUCE_ACCUMULATE combines with the output's old value,
+// i[2] > 0 is MEAN's divisor (the chip's tiles of a reduction along a reduced dim).
+Test(reduce, accumulate_and_mean_divisor)
+{
+	for (uint16_t opc : {NEURON_OP_SUM, NEURON_OP_MEAN, NEURON_OP_AMAX})
+		for (int64_t divisor : {int64_t{0}, int64_t{7}}) {
+			if (divisor && opc != NEURON_OP_MEAN)
+				continue;
+			const Tensor in = make_in(NEURON_DTYPE_F32, {4, 5, 6}, RL::Transposed);
+			in.randomize(31, -4, 4);
+			const Tensor out = Tensor::make(NEURON_DTYPE_F32, {4, 1, 6});
+			out.randomize(32, -8, 8);
+			int64_t nan_at[3] = {2, 0, 3};
+			out.set(nan_at, NAN); // an old NaN stays NaN (amax) or poisons the sum
+			std::vector<double> old;
+			out.each([&](const int64_t *i) { old.push_back(out.get(i)); });
+			auto cmd = make_cmd(opc, {&out, &in});
+			cmd.iscalars[0] = 2;
+			cmd.iscalars[1] = NEURON_REDUCE_ACCUMULATE;
+			cmd.iscalars[2] = divisor;
+			run(cmd, {&out, &in});
+			size_t k = 0;
+			out.each([&](const int64_t *o) {
+				double acc = opc == NEURON_OP_AMAX ? -INFINITY : 0;
+				int64_t i[3] = {o[0], 0, o[2]};
+				for (i[1] = 0; i[1] < 5; ++i[1])
+					acc = opc == NEURON_OP_AMAX ? std::max(acc, in.get(i)) : acc + in.get(i);
+				if (opc == NEURON_OP_MEAN)
+					acc /= divisor ? double(divisor) : 5.0;
+				const double want = opc == NEURON_OP_AMAX ? (old[k] != old[k] ? old[k] : std::max(old[k], acc))
+									   : old[k] + acc;
+				const double got = out.get(o);
+				++k;
+				if (want != want) {
+					cr_assert(got != got, "%s accumulate: NaN expected", neuron::kernels::op_name(opc));
+					return;
+				}
+				cr_assert(std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)), "%s accumulate (divisor %lld): got %g want %g",
+					  neuron::kernels::op_name(opc), (long long)divisor, got, want);
+			});
+		}
+}

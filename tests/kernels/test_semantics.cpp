@@ -284,9 +284,22 @@ Test(semantics, reductions)
 	bad(c, OPND, "empty", "amax over empty dim");
 	c.opcode = NEURON_OP_SUM;
 	ok(c, "sum over empty dim");
+	// ISA 1.3: i[1] is the accumulate flag, i[2] MEAN's divisor.
 	c = red_cmd(NEURON_OP_SUM, NEURON_DTYPE_F32, NEURON_DTYPE_F32, 2);
-	c.iscalars[1] = 1;
-	bad(c, OPND, "i[1]", "reduction unused scalar");
+	c.iscalars[1] = NEURON_REDUCE_ACCUMULATE;
+	ok(c, "sum, accumulate");
+	c.iscalars[1] = 2;
+	bad(c, OPND, "i[1]=2 (flags)", "unknown reduction flag");
+	c.iscalars[1] = 0;
+	c.iscalars[2] = 5;
+	bad(c, OPND, "i[2]=5 must be zero", "divisor on a sum");
+	c.opcode = NEURON_OP_MEAN;
+	ok(c, "mean with a divisor");
+	c.iscalars[2] = -5;
+	bad(c, OPND, "i[2]=-5 (mean divisor)", "negative divisor");
+	c.iscalars[2] = 0;
+	c.iscalars[3] = 1;
+	bad(c, OPND, "i[3]", "reduction unused scalar");
 }
 
 Test(semantics, softmax)

@@ -80,35 +80,148 @@ void run_tiled(Tenant &t, const neuron_cmd &c, uint64_t min_tiles, const char *w
 
 } // namespace
 
+namespace {
+
+// out = 0.5 * a @ b - 2 * out for a 96x80x200 matmul whose b is a transposed view, on
+// logical core 0 of t. Returns the command; `ref` gets the expected output (double).
+struct KSplitMatmul {
+	static constexpr int64_t M = 96, N = 80, K = 200;
+	std::vector<float> A = ramp(size_t(M * K), 7, 13), Bt = ramp(size_t(N * K), 5, 11), C0 = ramp(size_t(M * N), 3, 7);
+	uint64_t dc = 0;
+	neuron_cmd cmd;
+
+	explicit KSplitMatmul(Tenant &t)
+	{
+		const uint64_t da = put(t, A), db = put(t, Bt);
+		dc = put(t, C0);
+		neuron_cmd_init(&cmd, NEURON_OP_MATMUL, 3);
+		cmd.operands[0] = desc(dc, NEURON_DTYPE_F32, {M, N});
+		cmd.operands[1] = desc(da, NEURON_DTYPE_F32, {M, K});
+		// b = Bt^T: a transposed view, K x N with strides (1, K).
+		cmd.operands[2] = desc(db, NEURON_DTYPE_F32, {K, N});
+		cmd.operands[2].strides[0] = 1;
+		cmd.operands[2].strides[1] = K;
+		cmd.fscalars.f[0] = 0.5;  // alpha
+		cmd.fscalars.f[1] = -2.0; // beta: only the first K tile of each block may apply it
+	}
+
+	// The output after the command ran `times` times (each run feeds the last output back).
+	std::vector<double> expected(int times) const
+	{
+		std::vector<double> c(C0.begin(), C0.end());
+		for (int r = 0; r < times; ++r)
+			for (int64_t i = 0; i < M; ++i)
+				for (int64_t j = 0; j < N; ++j) {
+					double s = 0;
+					for (int64_t k = 0; k < K; ++k)
+						s += double(A[size_t(i * K + k)]) * double(Bt[size_t(j * K + k)]);
+					c[size_t(i * N + j)] = 0.5 * s - 2.0 * c[size_t(i * N + j)];
+				}
+		return c;
+	}
+};
+
+} // namespace
+
 Test(tiling, matmul_split_along_k_accumulates_exactly, .fini = down, .timeout = 120)
 {
 	// 2^10 multiply-adds per tile: 96x80x200 is ~1500 tiles, K cut in ~20 pieces.
 	start_daemon({"--tile-macs", "1024"});
 	Tenant t;
 	t.open("tiles", NEURON_TENANT_TRAINING, 1);
-	const int64_t M = 96, N = 80, K = 200;
-	const auto A = ramp(size_t(M * K), 7, 13), Bt = ramp(size_t(N * K), 5, 11), C0 = ramp(size_t(M * N), 3, 7);
-	const uint64_t da = put(t, A), db = put(t, Bt), dc = put(t, C0);
-	neuron_cmd mm;
-	neuron_cmd_init(&mm, NEURON_OP_MATMUL, 3);
-	mm.operands[0] = desc(dc, NEURON_DTYPE_F32, {M, N});
-	mm.operands[1] = desc(da, NEURON_DTYPE_F32, {M, K});
-	// b = Bt^T: a transposed view, K x N with strides (1, K).
-	mm.operands[2] = desc(db, NEURON_DTYPE_F32, {K, N});
-	mm.operands[2].strides[0] = 1;
-	mm.operands[2].strides[1] = K;
-	mm.fscalars.f[0] = 0.5;  // alpha
-	mm.fscalars.f[1] = -2.0; // beta: only the first K tile may apply it
-	run_tiled(t, mm, 100, "matmul");
-	std::vector<double> ref(size_t(M * N));
-	for (int64_t i = 0; i < M; ++i)
-		for (int64_t j = 0; j < N; ++j) {
-			double s = 0;
-			for (int64_t k = 0; k < K; ++k)
-				s += double(A[size_t(i * K + k)]) * double(Bt[size_t(j * K + k)]);
-			ref[size_t(i * N + j)] = 0.5 * s - 2.0 * double(C0[size_t(i * N + j)]);
-		}
-	expect_close(get<float>(t, dc, ref.size()), ref, 1e-4, "matmul");
+	KSplitMatmul mm(t);
+	run_tiled(t, mm.cmd, 100, "matmul");
+	expect_close(get<float>(t, mm.dc, size_t(mm.M * mm.N)), mm.expected(1), 1e-4, "matmul");
+	t.close();
+}
+
+// A core's host threads run tiles side by side (tile_cursor.h): the K tiles of one
+// output block stay in order on one thread at a time, also when two tenants take
+// turns on a single core and every switch parks chains halfway (3 threads on this
+// 2-CPU host: threads get descheduled mid-chain too).
+Test(tiling, k_chains_on_three_threads_with_tenants_taking_turns_are_exact, .fini = down, .timeout = 120)
+{
+	start_daemon({"--cores", "1", "--inference-cores", "0", "--threads-per-core", "3", "--tile-macs", "4096"});
+	Tenant a, b;
+	a.open("tiles-a", NEURON_TENANT_TRAINING, 1);
+	b.open("tiles-b", NEURON_TENANT_TRAINING, 1);
+	KSplitMatmul ma(a), mb(b);
+	const int runs = 4;
+	const uint64_t before = tiles_so_far();
+	uint64_t sa = 0, sb = 0;
+	for (int r = 0; r < runs; ++r) {
+		cr_assert(neuron_submit(a.cores[0], &ma.cmd, &sa) == NEURON_OK, "%s", neuron_last_error());
+		cr_assert(neuron_submit(b.cores[0], &mb.cmd, &sb) == NEURON_OK, "%s", neuron_last_error());
+	}
+	cr_assert(neuron_queue_wait(a.cores[0], sa, 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
+	cr_assert(neuron_queue_wait(b.cores[0], sb, 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
+	const uint64_t tiles = tiles_so_far() - before;
+	cr_assert(tiles >= 2 * runs * 300, "the matmuls ran as %llu tiles", (unsigned long long)tiles);
+	const std::vector<double> ref = ma.expected(runs);
+	expect_close(get<float>(a, ma.dc, ref.size()), ref, 1e-4, "tenant a's matmul");
+	expect_close(get<float>(b, mb.dc, ref.size()), ref, 1e-4, "tenant b's matmul");
+	a.close();
+	b.close();
+}
+
+// Reductions with no kept dim to split (a sum of everything), or too few outputs,
+// are cut along a reduced dim too: later tiles add into (max with) the output.
+Test(tiling, reductions_of_everything_are_tiled_and_exact, .fini = down, .timeout = 120)
+{
+	start_daemon({"--tile-elements", "256"});
+	Tenant t;
+	t.open("tiles", NEURON_TENANT_TRAINING, 1);
+	const int64_t R = 37, C = 53;
+	std::vector<float> x = ramp(size_t(R * C), 7, 19);
+	x[size_t(R * C / 2)] = 9.5f; // the max, mid-tensor
+	const uint64_t dx = put(t, x);
+	std::vector<int32_t> xi(x.size());
+	for (size_t i = 0; i < x.size(); ++i)
+		xi[i] = int32_t(i * 2654435761u % 100000) - 50000;
+	const uint64_t dxi = put(t, xi);
+	double sum = 0, isum = 0;
+	for (float v : x)
+		sum += v;
+	for (int32_t v : xi)
+		isum += v;
+	const uint64_t dout = put(t, std::vector<float>{123.0f}); // overwritten, not added to
+	const uint64_t dlong = put(t, std::vector<int64_t>{77});
+	struct Case {
+		uint16_t op;
+		const char *what;
+		double want;
+	} cases[] = {{NEURON_OP_SUM, "sum", sum}, {NEURON_OP_MEAN, "mean", sum / double(R * C)}, {NEURON_OP_AMAX, "amax", 9.5}};
+	for (const Case &k : cases) {
+		neuron_cmd c;
+		neuron_cmd_init(&c, k.op, 2);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {1, 1});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {R, C});
+		c.iscalars[0] = 3;
+		run_tiled(t, c, 6, k.what);
+		expect_close(get<float>(t, dout, 1), {k.want}, 1e-5, k.what);
+	}
+	neuron_cmd c;
+	neuron_cmd_init(&c, NEURON_OP_SUM, 2);
+	c.operands[0] = desc(dlong, NEURON_DTYPE_I64, {1, 1});
+	c.operands[1] = desc(dxi, NEURON_DTYPE_I32, {R, C});
+	c.iscalars[0] = 3;
+	run_tiled(t, c, 6, "int32 sum");
+	cr_assert_eq(get<int64_t>(t, dlong, 1)[0], int64_t(isum), "int32 sum of everything");
+	// Three long rows: three outputs, each cut along the row.
+	const uint64_t drows = put(t, std::vector<float>(3, 0.0f));
+	neuron_cmd m;
+	neuron_cmd_init(&m, NEURON_OP_MEAN, 2);
+	m.operands[0] = desc(drows, NEURON_DTYPE_F32, {3, 1});
+	m.operands[1] = desc(dx, NEURON_DTYPE_F32, {3, 600});
+	m.iscalars[0] = 2;
+	run_tiled(t, m, 6, "mean of rows");
+	std::vector<double> rows(3, 0.0);
+	for (int r = 0; r < 3; ++r) {
+		for (int j = 0; j < 600; ++j)
+			rows[size_t(r)] += x[size_t(r * 600 + j)];
+		rows[size_t(r)] /= 600.0;
+	}
+	expect_close(get<float>(t, drows, 3), rows, 1e-5, "mean of rows");
 	t.close();
 }
 

@@ -128,3 +128,61 @@ def test_fused_adam_amsgrad_falls_back_with_warning():
     assert "_fused_adamw_" in torch.neuron.fallback_ops()
     torch.testing.assert_close(p.cpu(), cp)
     torch.testing.assert_close(mx.cpu(), cmx)
+
+
+# ---- SGD: _fused_sgd_ (elementwise commands per parameter) and the foreach path ----
+
+def run_sgd(state, device, steps=3, lr_tensor=False, **hp):
+    put = (lambda t: t.clone()) if device == "cpu" else (lambda t: noncontig_dev(t, device))
+    ps, gs, bs = ([put(s[k]) for s in state] for k in range(3))
+    lr = hp.pop("lr")
+    if lr_tensor:
+        lr = torch.tensor(lr, device=device)
+    for step in range(steps):
+        bufs = bs if hp["momentum"] != 0 else []
+        torch._fused_sgd_(ps, gs, bufs, lr=lr, is_first_step=step == 0, **hp)
+    return [[t.cpu() for t in l] for l in (ps, bs)]
+
+
+@pytest.mark.parametrize("nc", [False, True])
+@pytest.mark.parametrize("momentum,dampening,nesterov", [(0.0, 0.0, False), (0.9, 0.0, False), (0.9, 0.1, False),
+                                                         (0.8, 0.0, True)])
+@pytest.mark.parametrize("wd,maximize", [(0.0, False), (0.05, True)])
+@pytest.mark.parametrize("lr_tensor", [False, True])
+def test_fused_sgd_matches_cpu(strict, nc, momentum, dampening, nesterov, wd, maximize, lr_tensor):
+    state = make_state([(5, 7), (7,), (16, 3)], nc, seed=5)
+    hp = dict(lr=0.05, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=wd, maximize=maximize)
+    cpu = run_sgd(state, "cpu", lr_tensor=lr_tensor, **dict(hp))
+    torch.neuron.reset_op_counts()
+    dev = run_sgd(state, "neuron", lr_tensor=lr_tensor, **dict(hp))
+    assert torch.neuron.fallback_ops() == {}
+    assert torch.neuron.native_ops().get("_fused_sgd_", 0) == 3
+    n = 2 if momentum else 1
+    for c_list, d_list in list(zip(cpu, dev))[:n]:
+        for c, d in zip(c_list, d_list):
+            torch.testing.assert_close(d, c, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opt,kw", [("SGD", dict(momentum=0.9, fused=True)), ("SGD", dict(momentum=0.9, foreach=True)),
+                                    ("SGD", dict(momentum=0.9, nesterov=True, foreach=True)),
+                                    ("Adam", dict(foreach=True)), ("AdamW", dict(foreach=True))])
+def test_optimizers_native(strict, opt, kw):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ref.load_state_dict(model.state_dict())
+    model.to("neuron")
+    od = getattr(torch.optim, opt)(model.parameters(), lr=1e-2, weight_decay=0.01, **kw)
+    oc = getattr(torch.optim, opt)(ref.parameters(), lr=1e-2, weight_decay=0.01, **kw)
+    x = torch.randn(32, 8)
+    torch.neuron.reset_op_counts()
+    for _ in range(4):
+        for m, o, xx in ((model, od, x.to("neuron")), (ref, oc, x)):
+            o.zero_grad()
+            m(xx).pow(2).mean().backward()
+            o.step()
+    assert torch.neuron.fallback_ops() == {}
+    if kw.get("fused"):
+        assert torch.neuron.native_ops().get("_fused_sgd_", 0) == 4
+    for pd, pc in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(pd.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)

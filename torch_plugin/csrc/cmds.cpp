@@ -201,6 +201,70 @@ void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const 
 	submit(out, cmd);
 }
 
+void copy_cast_into(const Tensor &dst, const Tensor &src)
+{
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_COPY, 2);
+	cmd.operands[0] = desc(dst);
+	cmd.operands[1] = desc(src.expand(dst.sizes()));
+	submit(dst, cmd);
+}
+
+namespace {
+
+void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
+{
+	if (src.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, op, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(ix);
+	cmd.operands[2] = desc(src);
+	cmd.iscalars[0] = dim;
+	submit(out, cmd);
+}
+
+} // namespace
+
+void index_add_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
+{
+	index_write_cmd(NEURON_OP_INDEX_ADD, out, dim, ix, src);
+}
+
+void index_copy_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
+{
+	index_write_cmd(NEURON_OP_INDEX_COPY, out, dim, ix, src);
+}
+
+void index_select_cmd(const Tensor &out, const Tensor &in, int64_t dim, const Tensor &ix)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_INDEX_SELECT, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(in);
+	cmd.operands[2] = desc(ix);
+	cmd.iscalars[0] = dim;
+	submit(out, cmd);
+}
+
+void cmp_scalar_cmd(const Tensor &out, const Tensor &a, int fn, double v)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_COMPARE_SCALAR, 2);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(a.expand(out.sizes()));
+	cmd.iscalars[0] = fn;
+	cmd.fscalars.f[0] = v;
+	submit(out, cmd);
+}
+
+Tensor on_device(const Tensor &t, const Tensor &like) { return t.device().is_privateuseone() ? t : t.to(like.device()); }
+
 std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t)
 {
 	return t && t->defined() ? std::optional<Tensor>(t->cpu()) : std::nullopt;

@@ -40,6 +40,15 @@ void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Ten
 bool index_ok(const Tensor &ix);
 // out.scatter_add_(dim, index, src), one SCATTER_ADD command.
 void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const Tensor &src);
+// out = in.index_select(dim, ix) (ix 1-d i32/i64 on the device), one INDEX_SELECT.
+void index_select_cmd(const Tensor &out, const Tensor &in, int64_t dim, const Tensor &ix);
+// out.index_add_(dim, ix, src) / out.index_copy_(dim, ix, src): one INDEX_ADD / INDEX_COPY.
+void index_add_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
+void index_copy_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
+// out (bool) = a (cmp) v, one COMPARE_SCALAR.
+void cmp_scalar_cmd(const Tensor &out, const Tensor &a, int fn, double v);
+// t itself if on a neuron device, else a copy on like's device.
+Tensor on_device(const Tensor &t, const Tensor &like);
 // An optional tensor moved to the CPU (for host fallbacks).
 std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t);
 // dst = cast(src) (broadcast), one COPY command.

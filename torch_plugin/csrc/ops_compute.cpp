@@ -528,7 +528,10 @@ Tensor &softmax_out(const Tensor &self, int64_t dim, bool half_to_float, Tensor 
 		out.copy_(at::_softmax(self.cpu(), dim, half_to_float));
 		return out;
 	}
-	unary_op(NEURON_OP_SOFTMAX, out, self, d);
+	// The chip's softmax reads a whole row before writing it: an input that is (or
+	// overlaps) the output (at::_softmax_out(x, x), as multi-head attention's fast
+	// path calls it) is read from a copy.
+	unary_op(NEURON_OP_SOFTMAX, out, mem_overlap(self, out) ? self.clone() : self, d);
 	return out;
 }
 Tensor softmax(const Tensor &self, int64_t dim, bool half_to_float)

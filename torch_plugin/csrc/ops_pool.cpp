@@ -1,4 +1,5 @@
-// 2-d max and average pooling (+ backward) over strided window views.
+// 2-d max and average pooling (+ backward; ceil_mode, padding counted or not,
+// divisor_override) over strided window views.
 #include "cmds.h"
 
 #include <ATen/Functions.h>
@@ -6,6 +7,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace torch_neuron {
 
@@ -124,49 +128,111 @@ Tensor max_pool2d_idx_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef 
 	return gi.view(x.sizes());
 }
 
-bool avg_ok(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
-	    bool count_include_pad, std::optional<int64_t> div, PoolGeom &g)
+bool avg_ok(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode, PoolGeom &g)
 {
-	// ceil_mode's partial windows divide by a clipped count: not native yet.
-	return !div && !ceil_mode && (count_include_pad || p.empty() || (p[0] == 0 && (p.size() < 2 || p[1] == 0))) &&
-	       pool_geom(x, k, s, p, {}, ceil_mode, g);
+	return pool_geom(x, k, s, p, {}, ceil_mode, g);
 }
 
-Tensor avg_pool2d(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
+// The divisor of each output position as PyTorch's avg_pool2d computes it: the
+// window clipped to input + padding (count_include_pad) or to the input alone,
+// unless divisor_override. A scalar when it is the same everywhere (the usual
+// case), else an [OH, OW] tensor made on the host once per geometry and kept on
+// the device (shapes repeat every step; an upload per call costs milliseconds).
+struct AvgDivisor {
+	double scalar = 0; // used when > 0
+	Tensor map;        // [OH, OW], x's dtype, on x's device
+};
+
+AvgDivisor avg_divisor(const Tensor &x, const PoolGeom &g, bool count_include_pad, std::optional<int64_t> div)
+{
+	if (div) {
+		TORCH_CHECK(*div != 0, "divisor must be not zero");
+		return {static_cast<double>(*div), {}};
+	}
+	std::vector<float> d(static_cast<size_t>(g.oh * g.ow));
+	bool uniform = true;
+	for (int64_t i = 0; i < g.oh; ++i)
+		for (int64_t j = 0; j < g.ow; ++j) {
+			int64_t h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
+			int64_t h1 = std::min(h0 + g.kh, g.h + g.ph), w1 = std::min(w0 + g.kw, g.w + g.pw);
+			const int64_t pool = (h1 - h0) * (w1 - w0);
+			h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+			h1 = std::min(h1, g.h), w1 = std::min(w1, g.w);
+			d[static_cast<size_t>(i * g.ow + j)] = static_cast<float>(count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+			uniform = uniform && d[static_cast<size_t>(i * g.ow + j)] == d[0];
+		}
+	if (uniform)
+		return {static_cast<double>(d[0]), {}};
+	using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+			       bool, int, int>;
+	static std::mutex mu;
+	static auto *cache = new std::map<Key, Tensor>; // leaked: device tensors must not die at exit
+	const Key key{g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, count_include_pad,
+		      static_cast<int>(x.scalar_type()), x.device().index()};
+	std::lock_guard lock(mu);
+	if (auto it = cache->find(key); it != cache->end())
+		return {0, it->second};
+	if (cache->size() >= 64)
+		cache->clear();
+	Tensor map = at::from_blob(d.data(), {g.oh, g.ow}, at::TensorOptions().dtype(c10::kFloat)).to(x.device(), x.scalar_type());
+	// The map may be used from any stream later: let its upload finish first.
+	sync_stream(current_queues(x.device().index()));
+	cache->emplace(key, map);
+	return {0, map};
+}
+
+void divide(const Tensor &out, const Tensor &in, const AvgDivisor &div)
+{
+	if (div.scalar > 0)
+		scalar_op(NEURON_OP_DIV_SCALAR, out, in, div.scalar);
+	else
+		binary_op(NEURON_OP_DIV, out, in, div.map);
+}
+
+Tensor avg_pool2d_f(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
 		  bool count_include_pad, std::optional<int64_t> div)
 {
+	if (x.dim() == 3) // unbatched [C, H, W]
+		return avg_pool2d_f(x.unsqueeze(0), k, s, p, ceil_mode, count_include_pad, div).squeeze(0);
 	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g)) {
+	if (!avg_ok(x, k, s, p, ceil_mode, g)) {
 		note_fallback("aten::avg_pool2d");
 		return at::avg_pool2d(x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
 	}
 	NEURON_NATIVE("avg_pool2d");
+	const AvgDivisor d = avg_divisor(x, g, count_include_pad, div);
 	Tensor win = pool_windows(x, g, 0.0);
 	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
-	reduce_cmd(NEURON_OP_MEAN, out, win, 0x30);
-	return out.view({g.n, g.c, g.oh, g.ow});
+	reduce_cmd(NEURON_OP_SUM, out, win, 0x30);
+	Tensor r = out.view({g.n, g.c, g.oh, g.ow});
+	divide(r, r, d);
+	return r;
 }
 
 Tensor avg_pool2d_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
 		      bool ceil_mode, bool count_include_pad, std::optional<int64_t> div)
 {
+	if (x.dim() == 3 && grad.dim() == 3)
+		return avg_pool2d_bwd(grad.unsqueeze(0), x.unsqueeze(0), k, s, p, ceil_mode, count_include_pad, div).squeeze(0);
 	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, count_include_pad, div, g) || !float_dev(grad)) {
+	if (!avg_ok(x, k, s, p, ceil_mode, g) || !float_dev(grad)) {
 		note_fallback("aten::avg_pool2d_backward");
 		return at::avg_pool2d_backward(grad.cpu(), x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
 	}
 	NEURON_NATIVE("avg_pool2d_backward");
 	Tensor gs = at::empty(grad.sizes(), grad.options());
-	scalar_op(NEURON_OP_DIV_SCALAR, gs, grad, static_cast<double>(g.kh * g.kw));
+	divide(gs, grad, avg_divisor(x, g, count_include_pad, div));
 	Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
 	fill_cmd(gp, 0);
+	// One accumulate per kernel tap; what lands in the padding (or past it, for
+	// ceil_mode's partial windows) is cut off below.
 	for (int64_t i = 0; i < g.kh; ++i)
 		for (int64_t j = 0; j < g.kw; ++j) {
 			Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
 						   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
 			binary_op(NEURON_OP_ADD, dst, dst, gs);
 		}
-	return (g.ph || g.pw) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
+	return (g.hp != g.h || g.wp != g.w) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
 }
 
 } // namespace
@@ -175,7 +241,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
 	m.impl("max_pool2d_with_indices", &max_pool2d_idx);
 	m.impl("max_pool2d_with_indices_backward", &max_pool2d_idx_bwd);
-	m.impl("avg_pool2d", &avg_pool2d);
+	m.impl("avg_pool2d", &avg_pool2d_f);
 	m.impl("avg_pool2d_backward", &avg_pool2d_bwd);
 }
 

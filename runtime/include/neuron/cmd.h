@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 2
+#define NEURON_CMD_ABI_MINOR 3
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -81,7 +81,12 @@ enum neuron_opcode {
 	 */
 	NEURON_OP_MATMUL = 12,
 	/* Reductions: out = reduce(in) over the dims set in bitmask i[0]. out has
-	 * in's ndim with reduced dims of size 1 (keepdim). */
+	 * in's ndim with reduced dims of size 1 (keepdim).
+	 * ISA 1.3: i[1] = NEURON_REDUCE_ACCUMULATE combines the result with out's old
+	 * value instead of replacing it (SUM, MEAN: out += result; AMAX: out =
+	 * max(out, result), NaN kept); i[2] > 0 makes MEAN divide by i[2] instead of
+	 * the reduced element count (MEAN only). The chip uses both to cut a long
+	 * reduction into tiles along a reduced dim; any tenant may use them too. */
 	NEURON_OP_SUM = 13,
 	NEURON_OP_MEAN = 14,
 	NEURON_OP_AMAX = 15,
@@ -156,8 +161,25 @@ enum neuron_opcode {
 	 * the dim must not be empty.
 	 */
 	NEURON_OP_ARG_REDUCE = 33,
-	NEURON_OP_COUNT_ = 34,
+
+	/* ---- ISA 1.3 (indexed writes without accumulation) ---- */
+	/*
+	 * The copying forms of INDEX_ADD and SCATTER_ADD, same operands, shapes and
+	 * index rules (dim i[0]; an index outside the dim faults the command before
+	 * anything is written); any dtype, bool included.
+	 * INDEX_COPY (out, index[1-d], src): out[.., index[j], ..] = src[.., j, ..]
+	 * SCATTER    (out, index, src):      out[i][index[i][j]] = src[i][j] (dim 1)
+	 * Writes run in index order (j ascending; SCATTER: src's elements in row-major
+	 * order), so with duplicate indices the last one wins, deterministically.
+	 * (PyTorch's index_put_(accumulate=False), index_copy_ and scatter_.)
+	 */
+	NEURON_OP_INDEX_COPY = 34,
+	NEURON_OP_SCATTER = 35,
+	NEURON_OP_COUNT_ = 36,
 };
+
+/* i[1] of NEURON_OP_SUM / MEAN / AMAX (ISA 1.3). */
+#define NEURON_REDUCE_ACCUMULATE 1
 
 /* Flags of NEURON_OP_ADAM_STEP (i[0]). */
 enum neuron_adam_flags {

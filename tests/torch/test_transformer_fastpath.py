@@ -1,0 +1,46 @@
+"""The eval-mode fast path of nn.TransformerEncoderLayer (_transformer_encoder_layer_fwd
+and _native_multi_head_attention, taken under torch.no_grad()) on 'neuron' against
+the CPU, with zero CPU fallbacks (strict mode)."""
+import copy
+
+import pytest
+import torch
+
+DEV = "neuron"
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    torch.ops.neuron.set_fallback_strict(True)
+    yield
+    torch.ops.neuron.set_fallback_strict(False)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("d_model,nhead", [(32, 4), (24, 2)])  # head dim 8 (SDPA route), 12 (bmm route)
+def test_encoder_eval_fast_path(norm_first, activation, d_model, nhead):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=48, dropout=0.1, activation=activation,
+                                             batch_first=True, norm_first=norm_first)
+    enc = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    denc = copy.deepcopy(enc).to(DEV)
+    x = torch.randn(3, 7, d_model)
+    torch.neuron.reset_op_counts()
+    with torch.no_grad():
+        c = enc(x)
+        d = denc(x.to(DEV))
+    assert torch.neuron.native_ops().get("_transformer_encoder_layer_fwd") == 2, torch.neuron.native_ops()
+    assert not torch.neuron.fallback_ops(), torch.neuron.fallback_ops()
+    torch.testing.assert_close(d.cpu(), c, rtol=1e-4, atol=1e-4)
+
+
+def test_multi_head_attention_eval_fast_path():
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    dmha = copy.deepcopy(mha).to(DEV)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        c, _ = mha(x, x, x, need_weights=False)
+        d, _ = dmha(*(x.to(DEV),) * 3, need_weights=False)
+    torch.testing.assert_close(d.cpu(), c, rtol=1e-4, atol=1e-4)

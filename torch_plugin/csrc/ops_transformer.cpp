@@ -4,10 +4,13 @@
 // layer_norm, bmm, softmax, ...), so they are registered for this device as they
 // are, and run on the native kernels of those ops; the one CPU-only piece they call,
 // _transform_bias_rescale_qkv, is composed here (with _addmm_activation, the fused
-// linear + relu/gelu its feed-forward block calls).
+// linear + relu/gelu its feed-forward block calls, and _masked_softmax, which the
+// attention calls when there is a mask: a causal or a key padding one).
 #include "cmds.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/Functions.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_native_multi_head_attention_native.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
@@ -50,6 +53,28 @@ Tensor addmm_activation(const Tensor &self, const Tensor &m1, const Tensor &m2, 
 	return addmm_activation_o(self, m1, m2, beta, alpha, use_gelu, out);
 }
 
+// softmax over dim with the elements where mask is true left out; a row left out
+// entirely gives NaN, as PyTorch 2.13's CPU kernel does. mask_type 0: a
+// [L, L] attention mask, 1: a [B, L] key padding mask for scores [B, heads, L, L],
+// 2 or none: broadcastable to the scores.
+Tensor masked_softmax(const Tensor &x, const Tensor &mask, std::optional<int64_t> dim, std::optional<int64_t> mask_type)
+{
+	NEURON_NATIVE("_masked_softmax");
+	TORCH_CHECK(mask.scalar_type() == at::kBool, "_masked_softmax: mask must be bool, got ", mask.scalar_type());
+	TORCH_CHECK(x.is_floating_point(), "_masked_softmax: expected a floating input, got ", x.scalar_type());
+	const int64_t d = at::maybe_wrap_dim(dim.value_or(x.dim() - 1), x.dim());
+	Tensor m = mask;
+	if (mask_type && *mask_type == 1) {
+		TORCH_CHECK(x.dim() == 4 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(3),
+			    "_masked_softmax: a key padding mask (mask_type 1) must be [B, L] for scores [B, heads, L, L], got ",
+			    mask.sizes(), " for ", x.sizes());
+		m = mask.view({mask.size(0), 1, 1, mask.size(1)});
+	}
+	TORCH_CHECK(at::is_expandable_to(m.sizes(), x.sizes()),
+		    "_masked_softmax: mask of shape ", mask.sizes(), " does not broadcast to the input's ", x.sizes());
+	return at::_softmax(at::masked_fill(x, m.expand(x.sizes()), -INFINITY), d, false);
+}
+
 std::tuple<Tensor, Tensor> native_mha(const Tensor &q, const Tensor &k, const Tensor &v, int64_t embed_dim, int64_t heads,
 				      const Tensor &qkv_w, const Tensor &qkv_b, const Tensor &proj_w, const Tensor &proj_b,
 				      const std::optional<Tensor> &mask, bool need_weights, bool average_weights,
@@ -81,6 +106,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("_transformer_encoder_layer_fwd", &encoder_layer_fwd);
 	m.impl("_addmm_activation", &addmm_activation);
 	m.impl("_addmm_activation.out", &addmm_activation_o);
+	m.impl("_masked_softmax", &masked_softmax);
 }
 
 } // namespace torch_neuron

@@ -57,6 +57,22 @@ Fault range_fault(const char *op, int64_t value, int64_t j, int64_t size, int di
 			  " is out of range for dim " + std::to_string(dim) + " of size " + std::to_string(size));
 }
 
+// GATHER / SCATTER_ADD / SCATTER: the first entry of ix (over the positions of
+// `shape`, row-major) outside [0, limit), as a fault; checked before anything is
+// written, so a bad index leaves the output untouched.
+std::optional<Fault> check_positions(const char *op, const View &ix, const View &shape, int64_t limit, int dim)
+{
+	std::optional<Fault> f;
+	int64_t n = 0;
+	for_each_pos(shape.ndim, shape.sizes, [&](const int64_t *pos) {
+		const int64_t k = index_at(ix, pos);
+		if (!f && (k < 0 || k >= limit))
+			f = range_fault(op, k, n, limit, dim);
+		++n;
+	});
+	return f;
+}
+
 // Calls f(dst_run, src_run, dst_stride, src_stride, n) over the slice shape
 // (sizes with dim set to 1) of two views offset to their slices.
 template <class F> void slice_runs(const View &a, std::byte *abase, const View &b, std::byte *bbase, int dim, F &&f)
@@ -163,15 +179,7 @@ Result run_gather(const neuron_cmd &cmd, std::span<const View> v, int)
 	const View &out = v[0], &in = v[1], &ix = v[2];
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t limit = in.ndim ? in.sizes[dim] : 1;
-	std::optional<Fault> f;
-	int64_t n = 0;
-	for_each_pos(out.ndim, out.sizes, [&](const int64_t *pos) {
-		const int64_t k = index_at(ix, pos);
-		if (!f && (k < 0 || k >= limit))
-			f = range_fault("gather", k, n, limit, dim);
-		++n;
-	});
-	if (f)
+	if (auto f = check_positions("gather", ix, out, limit, dim))
 		return f;
 	const size_t es = dtype_size(out.dtype);
 	for_each_pos(out.ndim, out.sizes, [&](const int64_t *pos) {
@@ -189,15 +197,7 @@ Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int)
 	const View &out = v[0], &ix = v[1], &src = v[2];
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
-	std::optional<Fault> f;
-	int64_t n = 0;
-	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
-		const int64_t k = index_at(ix, pos);
-		if (!f && (k < 0 || k >= limit))
-			f = range_fault("scatter_add", k, n, limit, dim);
-		++n;
-	});
-	if (f)
+	if (auto f = check_positions("scatter_add", ix, src, limit, dim))
 		return f;
 	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
 		int64_t p2[NEURON_MAX_DIMS];
@@ -255,15 +255,7 @@ Result run_scatter(const neuron_cmd &cmd, std::span<const View> v, int)
 	const View &out = v[0], &ix = v[1], &src = v[2];
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
-	std::optional<Fault> f;
-	int64_t n = 0;
-	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {
-		const int64_t k = index_at(ix, pos);
-		if (!f && (k < 0 || k >= limit))
-			f = range_fault("scatter", k, n, limit, dim);
-		++n;
-	});
-	if (f)
+	if (auto f = check_positions("scatter", ix, src, limit, dim))
 		return f;
 	const size_t es = dtype_size(out.dtype);
 	for_each_pos(src.ndim, src.sizes, [&](const int64_t *pos) {

@@ -65,3 +65,13 @@ def run_python(code, env=None, timeout=120):
     if env:
         e.update(env)
     return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def strict():
+    """Strict mode for one test: an op without a neuron kernel raises instead of
+    falling back to the CPU (the suites that check native kernels use it)."""
+    import torch
+    torch.ops.neuron.set_fallback_strict(True)
+    yield
+    torch.ops.neuron.set_fallback_strict(False)

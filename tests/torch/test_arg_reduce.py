@@ -7,11 +7,8 @@ import torch
 from helpers import noncontig
 
 
-@pytest.fixture(autouse=True)
-def strict():
-    torch.ops.neuron.set_fallback_strict(True)
-    yield
-    torch.ops.neuron.set_fallback_strict(False)
+# Every test here runs in strict mode: a CPU fallback fails it (conftest.py).
+pytestmark = pytest.mark.usefixtures("strict")
 
 
 @pytest.mark.parametrize("fn", [torch.argmax, torch.argmin])

@@ -11,11 +11,8 @@ import torch.nn.functional as F
 from helpers import check, noncontig
 
 
-@pytest.fixture(autouse=True)
-def strict():
-    torch.ops.neuron.set_fallback_strict(True)
-    yield
-    torch.ops.neuron.set_fallback_strict(False)
+# Every test here runs in strict mode: a CPU fallback fails it (conftest.py).
+pytestmark = pytest.mark.usefixtures("strict")
 
 
 def rnd(shape, dtype=torch.float32):

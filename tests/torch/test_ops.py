@@ -11,11 +11,8 @@ from helpers import check, noncontig
 SHAPES = [(7,), (3, 5), (2, 3, 4), (1, 6)]
 
 
-@pytest.fixture(autouse=True)
-def strict():
-    torch.ops.neuron.set_fallback_strict(True)
-    yield
-    torch.ops.neuron.set_fallback_strict(False)
+# Every test here runs in strict mode: a CPU fallback fails it (conftest.py).
+pytestmark = pytest.mark.usefixtures("strict")
 
 
 def rnd(shape, dtype=torch.float32, lo=-2, hi=2, nc=False):

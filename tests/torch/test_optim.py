@@ -10,13 +10,6 @@ import torch
 from helpers import noncontig
 
 
-@pytest.fixture
-def strict():
-    torch.ops.neuron.set_fallback_strict(True)
-    yield
-    torch.ops.neuron.set_fallback_strict(False)
-
-
 def make_state(shapes, nc, seed):
     g = torch.Generator().manual_seed(seed)
     out = []

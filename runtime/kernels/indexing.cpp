@@ -57,6 +57,27 @@ Fault range_fault(const char *op, int64_t value, int64_t j, int64_t size, int di
 			  " is out of range for dim " + std::to_string(dim) + " of size " + std::to_string(size));
 }
 
+// INDEX_SELECT / INDEX_ADD / INDEX_COPY: the first of the `count` entries of the
+// 1-d index outside [0, limit), as a fault (checked before anything is written).
+std::optional<Fault> check_index_1d(const char *op, const View &ix, int64_t count, int64_t limit, int dim)
+{
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		if (k < 0 || k >= limit)
+			return range_fault(op, k, j, limit, dim);
+	}
+	return std::nullopt;
+}
+
+void copy_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, size_t es)
+{
+	if (ds == static_cast<int64_t>(es) && ss == static_cast<int64_t>(es))
+		std::memcpy(dst, src, static_cast<size_t>(n) * es);
+	else
+		for (int64_t i = 0; i < n; ++i)
+			std::memcpy(dst + i * ds, src + i * ss, es);
+}
+
 // GATHER / SCATTER_ADD / SCATTER: the first entry of ix (over the positions of
 // `shape`, row-major) outside [0, limit), as a fault; checked before anything is
 // written, so a bad index leaves the output untouched.
@@ -117,11 +138,8 @@ Result run_index_select(const neuron_cmd &cmd, std::span<const View> v, int max_
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t count = out.ndim ? out.sizes[dim] : 1;
 	const int64_t limit = in.ndim ? in.sizes[dim] : 1;
-	for (int64_t j = 0; j < count; ++j) {
-		const int64_t k = index_at(ix, &j);
-		if (k < 0 || k >= limit)
-			return range_fault("index_select", k, j, limit, dim);
-	}
+	if (auto f = check_index_1d("index_select", ix, count, limit, dim))
+		return f;
 	if (out.ndim == 0) {
 		std::memcpy(out.data, in.data, dtype_size(out.dtype));
 		return std::nullopt;
@@ -137,11 +155,7 @@ Result run_index_select(const neuron_cmd &cmd, std::span<const View> v, int max_
 			slice_runs(out, out.data + j * out.strides[dim] * static_cast<int64_t>(es), in,
 				   in.data + k * in.strides[dim] * static_cast<int64_t>(es), dim,
 				   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
-					   if (dsd == static_cast<int64_t>(es) && ssd == static_cast<int64_t>(es))
-						   std::memcpy(d, s, static_cast<size_t>(n) * es);
-					   else
-						   for (int64_t i = 0; i < n; ++i)
-							   std::memcpy(d + i * dsd, s + i * ssd, es);
+					   copy_run(d, dsd, s, ssd, n, es);
 				   });
 		}
 	});
@@ -154,11 +168,8 @@ Result run_index_add(const neuron_cmd &cmd, std::span<const View> v, int)
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t count = src.ndim ? src.sizes[dim] : 1;
 	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
-	for (int64_t j = 0; j < count; ++j) {
-		const int64_t k = index_at(ix, &j);
-		if (k < 0 || k >= limit)
-			return range_fault("index_add", k, j, limit, dim);
-	}
+	if (auto f = check_index_1d("index_add", ix, count, limit, dim))
+		return f;
 	if (out.ndim == 0) {
 		add_run(out.data, 0, src.data, 0, 1, out.dtype, src.dtype);
 		return std::nullopt;
@@ -211,30 +222,14 @@ Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int)
 
 // ---- ISA 1.3 ----
 
-namespace {
-
-void copy_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, size_t es)
-{
-	if (ds == static_cast<int64_t>(es) && ss == static_cast<int64_t>(es))
-		std::memcpy(dst, src, static_cast<size_t>(n) * es);
-	else
-		for (int64_t i = 0; i < n; ++i)
-			std::memcpy(dst + i * ds, src + i * ss, es);
-}
-
-} // namespace
-
 Result run_index_copy(const neuron_cmd &cmd, std::span<const View> v, int)
 {
 	const View &out = v[0], &ix = v[1], &src = v[2];
 	const int dim = static_cast<int>(cmd.iscalars[0]);
 	const int64_t count = src.ndim ? src.sizes[dim] : 1;
 	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
-	for (int64_t j = 0; j < count; ++j) {
-		const int64_t k = index_at(ix, &j);
-		if (k < 0 || k >= limit)
-			return range_fault("index_copy", k, j, limit, dim);
-	}
+	if (auto f = check_index_1d("index_copy", ix, count, limit, dim))
+		return f;
 	const size_t es = dtype_size(out.dtype);
 	if (out.ndim == 0) {
 		std::memcpy(out.data, src.data, es);

@@ -210,11 +210,9 @@ void copy_cast_into(const Tensor &dst, const Tensor &src)
 	submit(dst, cmd);
 }
 
-namespace {
-
 void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
 {
-	if (src.numel() == 0)
+	if (src.numel() == 0 || ix.numel() == 0)
 		return;
 	neuron_cmd cmd;
 	cmd_init(cmd, op, 3);
@@ -224,8 +222,6 @@ void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, c
 	cmd.iscalars[0] = dim;
 	submit(out, cmd);
 }
-
-} // namespace
 
 void index_add_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
 {

@@ -43,6 +43,9 @@ void scatter_add_cmd(const Tensor &out, int64_t dim, const Tensor &index, const 
 // out = in.index_select(dim, ix) (ix 1-d i32/i64 on the device), one INDEX_SELECT.
 void index_select_cmd(const Tensor &out, const Tensor &in, int64_t dim, const Tensor &ix);
 // out.index_add_(dim, ix, src) / out.index_copy_(dim, ix, src): one INDEX_ADD / INDEX_COPY.
+// One of the chip's indexed writes into out (operands out, index, src; dim i[0]):
+// INDEX_ADD, INDEX_COPY, SCATTER_ADD or SCATTER. Nothing is sent for an empty write.
+void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
 void index_add_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
 void index_copy_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
 // out (bool) = a (cmp) v, one COMPARE_SCALAR.

@@ -435,19 +435,6 @@ void scatter_checks(const Tensor &self, int64_t d, const Tensor &index, const Te
 	}
 }
 
-void scatter_cmd(const Tensor &out, int64_t d, const Tensor &index, const Tensor &src)
-{
-	if (index.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_SCATTER, 3);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(index);
-	cmd.operands[2] = desc(src);
-	cmd.iscalars[0] = d;
-	submit(out, cmd);
-}
-
 // out = self, then out[..index..] = src (src: the leading index-shaped block of src_full).
 Tensor &scatter_into(const Tensor &self, int64_t dim, const Tensor &index_in, const Tensor &src_full, Tensor &out)
 {
@@ -465,7 +452,7 @@ Tensor &scatter_into(const Tensor &self, int64_t dim, const Tensor &index_in, co
 		src = src.clone();
 	if (mem_overlap(index, out))
 		index = index.clone();
-	scatter_cmd(out, d, index, src);
+	index_write_cmd(NEURON_OP_SCATTER, out, d, index, src);
 	return out;
 }
 

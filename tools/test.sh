@@ -64,20 +64,23 @@ fi
 step "Unit and integration suites (Criterion, through meson test)"
 run_meson_tests "criterion" build
 
-step "The daemon suites again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+step "The daemon and tiling suites again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 [[ -f build-asan/build.ninja ]] ||
 	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
-# Only neurond, libneuron and the daemon suites: they are where threads, sockets and
-# shared memory meet, and building the rest twice would double CI time.
+# Only neurond, libneuron, the daemon suites and sharing-tiling: they are where
+# threads, sockets and shared memory meet (sharing-tiling runs tiles of one command on
+# 3 threads with parked chains, shared packs and f32 partials), and building the rest
+# twice would double CI time.
+asan_pick='lambda t: t["name"].startswith("daemon-") or t["name"] == "sharing-tiling"'
 mapfile -t asan_tests < <(meson introspect build-asan --tests |
-	python3 -c 'import json, sys; [print(t["name"]) for t in json.load(sys.stdin) if t["name"].startswith("daemon-")]')
+	python3 -c "import json, sys; [print(t['name']) for t in json.load(sys.stdin) if ($asan_pick)(t)]")
 mapfile -t asan_targets < <(meson introspect build-asan --tests |
-	python3 -c 'import json, os, sys; [print(os.path.relpath(t["cmd"][0], sys.argv[1])) for t in json.load(sys.stdin) if t["name"].startswith("daemon-")]' "$PWD/build-asan")
+	python3 -c "import json, os, sys; [print(os.path.relpath(t['cmd'][0], sys.argv[1])) for t in json.load(sys.stdin) if ($asan_pick)(t)]" "$PWD/build-asan")
 if ninja -C build-asan -j"$jobs" daemon/neurond "${asan_targets[@]}" >build-asan/ninja-output.txt 2>&1; then
 	# The daemon and its tenants run as separate processes: each reports its own
 	# sanitizer errors and exits non-zero, which fails the test that started it.
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		run_meson_tests "daemon suites (asan+ubsan)" build-asan --timeout-multiplier 3 "${asan_tests[@]}"
+		run_meson_tests "daemon + tiling suites (asan+ubsan)" build-asan --timeout-multiplier 3 "${asan_tests[@]}"
 else
 	tail -n 60 build-asan/ninja-output.txt
 	record "asan build" 0 1

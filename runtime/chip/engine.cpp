@@ -4,6 +4,7 @@
 #include "operands.h"
 #include "tenant_memory.h"
 
+#include <geometry.h>
 #include <neuron/detail/futex.h>
 
 #include <algorithm>
@@ -177,6 +178,7 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 		fault(q, flt->code, seq, cmd.user_tag, flt->message);
 		return Step::Progress;
 	}
+	std::byte *out_data = nullptr; // the output's host address, for f.prefault
 	{
 		// Validation before execution: the whole command, before its first tile.
 		std::shared_lock lock(q.memory().mutex);
@@ -187,12 +189,20 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 			fault(q, flt->code, seq, cmd.user_tag, flt->message);
 			return Step::Progress;
 		}
+		out_data = views[0].data;
 	}
 	f.queue = qp;
 	f.seq = seq;
 	// Tiles of one thread's budget: run_tiles gives each its own thread.
 	f.plan = options_.tiling ? plan_tiles(cmd, options_.tile_budget, 1) : TilePlan{};
 	f.tiles.reset(f.plan.tiles, chain_length(f.plan));
+	try {
+		f.packs.reserve(pack_floats(cmd, f.plan)); // 0 unless a tiled matmul
+	} catch (const std::bad_alloc &) {
+		f.packs.clear(); // no arena: blocks get buffers of their own, or none
+	}
+	const size_t out_bytes = f.plan.tiles > 1 ? kernels::byte_extent(cmd.operands[0]).value_or(0) : 0;
+	f.prefault.reset({out_data, out_bytes}, {f.packs.arena(), f.packs.arena_bytes()});
 	l.active.store(true, std::memory_order_release);
 	return Step::Progress;
 }
@@ -200,6 +210,8 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 void Engine::finish_command(LogicalCore &l)
 {
 	l.inflight.queue.reset();
+	l.inflight.packs.clear(); // no tile runs now; the memory goes back at once
+	l.inflight.partials.clear();
 	l.active.store(false, std::memory_order_release);
 }
 
@@ -291,7 +303,11 @@ Engine::Outcome Engine::run_tile(LogicalCore &l, const LogicalCore::InFlight &f,
 		neuron_cmd tile = f.cmd;
 		if (tiled)
 			narrow_to_tile(f.plan, index, tile, views);
-		if (auto flt = kernels::execute(tile, std::span(views.data(), tile.num_operands), threads))
+		const auto flt =
+			has_f32_partials(f.plan)
+				? execute_with_partials(f.partials, f.plan, index, tile, views, threads, &f.packs)
+				: kernels::execute(tile, std::span(views.data(), tile.num_operands), threads, &f.packs);
+		if (flt)
 			return Outcome::fault(flt->code, flt->message);
 	}
 	wall_ns = monotonic_ns() - start;
@@ -303,6 +319,21 @@ Engine::Outcome Engine::run_tile(LogicalCore &l, const LogicalCore::InFlight &f,
 		store_max(counters_.max_tile_cpu_ns, thread_cpu_ns() - cpu_start);
 	}
 	return Outcome::of(Outcome::Done);
+}
+
+// One step of backing a tiled command's pages (prefault.h); false when the chunk
+// is done. Timed like a tile: the core cannot change tenants during it either.
+bool Engine::run_prefault_step(Prefault::Chunk &chunk, uint64_t &wall_ns)
+{
+	const uint64_t cpu_start = thread_cpu_ns();
+	const uint64_t start = monotonic_ns();
+	if (!chunk.step())
+		return false;
+	wall_ns = monotonic_ns() - start;
+	store_max(counters_.max_tile_ns, wall_ns);
+	counters_.tile_ns.record(wall_ns);
+	store_max(counters_.max_tile_cpu_ns, thread_cpu_ns() - cpu_start);
+	return true;
 }
 
 // Charges `wall_ns` of this core's time to l: utilisation and fair share.
@@ -342,6 +373,20 @@ Engine::Outcome Engine::run_tiles(LogicalCore &l, LogicalCore::InFlight &f, Queu
 	std::atomic<uint64_t> longest{0};
 	auto worker = [&] {
 		try {
+			// The pages the tiles will write first, so that no tile pays their faults.
+			while (!stop.load(std::memory_order_relaxed)) {
+				const auto range = f.prefault.claim();
+				if (!range)
+					break;
+				Prefault::Chunk chunk(*range);
+				uint64_t dt = 0;
+				while (!stop.load(std::memory_order_relaxed) && run_prefault_step(chunk, dt)) {
+					store_max(longest, dt);
+					if (someone_waiting(l, q))
+						stop.store(true, std::memory_order_relaxed);
+				}
+				f.prefault.give_back(chunk.rest());
+			}
 			std::optional<TileCursor::Claim> c;
 			while (!stop.load(std::memory_order_relaxed)) {
 				if (!c && !(c = f.tiles.claim()))

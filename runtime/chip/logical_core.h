@@ -13,10 +13,14 @@
 //    thread, read by engines at every tile; a stale read costs one tile's accuracy).
 #pragma once
 
+#include "chain_partials.h"
 #include "latency_histogram.h"
+#include "prefault.h"
 #include "queue.h"
 #include "tile_cursor.h"
 #include "tiling.h"
+
+#include <gemm_packs.h>
 
 #include <atomic>
 #include <cstdint>
@@ -82,6 +86,11 @@ public:
 		neuron_cmd cmd;
 		TilePlan plan;
 		TileCursor tiles; // which tiles are left, when plan.tiles > 1
+		Prefault prefault;        // pages to back before the tiles run
+		// Thread-safe state the tiles share: a matmul's packed operand blocks, and
+		// the f32 partial results of chains whose output dtype would round them.
+		mutable kernels::GemmPacks packs;
+		mutable ChainPartials partials;
 		uint64_t seq = 0;
 		uint64_t last_tile_ns = 0;
 	};

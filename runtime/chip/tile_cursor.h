@@ -1,5 +1,5 @@
 // Hands the tiles of one command to the host threads of a NeuronCore, so each
-// thread runs whole tiles on its own (one BLAS call or kernel call per tile, no
+// thread runs whole tiles on its own (one kernel call per tile, no
 // fork/join inside a tile) and the core can switch tenants after any tile.
 //
 // Tiles come in chains: the K tiles of one matmul output block add into it and must

@@ -1,6 +1,7 @@
 #include "tiling.h"
 
 #include <geometry.h>
+#include <gemm_packs.h>
 #include <kernels.h>
 
 #include <algorithm>
@@ -68,7 +69,7 @@ template <typename F> int largest_dim(const neuron_tensor_desc &out, F allowed)
 	return best;
 }
 
-void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool partials)
 {
 	const neuron_tensor_desc &o = cmd.operands[0], &a = cmd.operands[1], &b = cmd.operands[2];
 	const int nd = o.ndim;
@@ -83,14 +84,20 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	}
 	if (item <= budget)
 		return;
-	// Near-cubic blocks (Mt x Nt x Kt): with K left whole, a long K forces thin output
-	// blocks (e.g. 128x128 for K = 4096) that reach half of BLAS's speed; cubes of
-	// ~256 reach ~0.9 of it, as BLAS blocks K the same way inside. Only an fp32
-	// output may carry partial sums: a bf16/fp16 one would round them.
+	// Blocks Mt x Nt x Kt with Kt up to 512 and the output block near-square: the
+	// packed multiply (kernels/packed_gemm.h) reads each packed block once per tile
+	// and passes over the output block once per 256 of K, so a long Kt and a small
+	// output block suit it (per thread, 128x128x512 ran at 0.96-0.99 of OpenBLAS on
+	// the whole matrix, 256x256x128 at 0.92-0.97). Small budgets (tests) get
+	// near-cubic blocks. With K left whole, a long K would force thin output blocks.
+	// Only an fp32 output may carry partial sums: a bf16/fp16 one would round them,
+	// so theirs stay in f32 per chain (chain_partials.h) if the runner keeps them.
 	const uint64_t side = std::max<uint64_t>(static_cast<uint64_t>(std::cbrt(double(budget))), 1);
+	const uint64_t k_target = std::clamp<uint64_t>(budget / (128 * 128), side, 512);
+	const bool exact = o.dtype == NEURON_DTYPE_F32;
 	uint64_t Kt = K;
-	if (o.dtype == NEURON_DTYPE_F32 && K > side + side / 2) {
-		const uint64_t pieces = (K + side - 1) / side;
+	if ((exact || partials) && K > k_target + k_target / 2) {
+		const uint64_t pieces = (K + k_target - 1) / k_target;
 		Kt = (K + pieces - 1) / pieces;
 	}
 	// Near-square output blocks: each streams Mt rows of a and Nt columns of b once.
@@ -119,18 +126,20 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	// order, while the block is in cache.
 	const int before = p.splits;
 	add_split(p, kdims, static_cast<int64_t>(K), static_cast<int64_t>(Kt));
-	if (p.splits > before)
+	if (p.splits > before) {
 		p.split[before].accumulate = true;
+		p.split[before].f32_partials = !exact;
+	}
 }
 
 // SUM / MEAN / AMAX: a kept dim first (each tile computes whole outputs); if tiles
 // are still over budget (a sum of everything, or too few outputs), the largest
 // reduced dim too, as the last split: its later tiles add into (max with) the
-// output (cmd.h, NEURON_REDUCE_ACCUMULATE), in order, like a matmul's K tiles. Only
-// where partial results are exact in the output: f32 and integer sums and means
-// (integers wrap the same either way), AMAX of any dtype; a bf16/f16 output would
-// round each partial result.
-void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+// output (cmd.h, NEURON_REDUCE_ACCUMULATE), in order, like a matmul's K tiles.
+// Partial results are exact in f32 and integer outputs (integers wrap the same
+// either way) and for AMAX of any dtype; a bf16/f16 sum or mean keeps them in f32
+// per chain (chain_partials.h) if the runner does, else is not split so.
+void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool partials)
 {
 	const neuron_tensor_desc &out = cmd.operands[0], &in = cmd.operands[1];
 	const uint64_t mask = static_cast<uint64_t>(cmd.iscalars[0]);
@@ -141,7 +150,7 @@ void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	const bool exact = cmd.opcode == NEURON_OP_AMAX ||
 			   (out.dtype != NEURON_DTYPE_BF16 && out.dtype != NEURON_DTYPE_F16);
 	const uint64_t per_tile = work / p.tiles;
-	if (!exact || per_tile <= budget)
+	if ((!exact && !partials) || per_tile <= budget)
 		return;
 	const int r = largest_dim(in, [&](int i) { return (mask >> i & 1) != 0; });
 	if (r < 0)
@@ -150,8 +159,10 @@ void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	const int dims[NEURON_MAX_OPERANDS] = {-1, r, -1, -1, -1, -1};
 	const int before = p.splits;
 	add_split(p, dims, in.sizes[r], (in.sizes[r] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
-	if (p.splits > before)
+	if (p.splits > before) {
 		p.split[before].accumulate = true;
+		p.split[before].f32_partials = !exact;
+	}
 }
 
 // Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. Every output element is written
@@ -226,7 +237,7 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 	const uint64_t per = static_cast<uint64_t>(std::max(threads, 1));
 	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);
 	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
-		plan_matmul(p, cmd, per * budget.matmul_macs);
+		plan_matmul(p, cmd, per * budget.matmul_macs, budget.f32_partials);
 	} else if (elementwise(cmd.opcode)) {
 		// Any dim will do: every element is independent.
 		const int d = largest_dim(out, [](int) { return true; });
@@ -234,7 +245,7 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 			split_same_dim(p, cmd, d, numel(out), elem_budget);
 	} else if ((cmd.opcode == NEURON_OP_SUM || cmd.opcode == NEURON_OP_MEAN || cmd.opcode == NEURON_OP_AMAX) &&
 		   cmd.num_operands == 2) {
-		plan_reduction(p, cmd, elem_budget);
+		plan_reduction(p, cmd, elem_budget, budget.f32_partials);
 	} else if ((cmd.opcode == NEURON_OP_SOFTMAX || cmd.opcode == NEURON_OP_LOG_SOFTMAX) && cmd.num_operands == 2) {
 		const int64_t along = cmd.iscalars[0];
 		const int d = largest_dim(out, [&](int i) { return i != along; });
@@ -293,6 +304,31 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 				views[k].data += bytes;
 		}
 	}
+}
+
+uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan)
+{
+	if (cmd.opcode != NEURON_OP_MATMUL || plan.tiles <= 1)
+		return 0;
+	// Tile 0 has the full block extents (only the last block along a dim is short).
+	neuron_cmd tile = cmd;
+	OperandViews none{};
+	narrow_to_tile(plan, 0, tile, none);
+	const int nd = cmd.operands[0].ndim;
+	const auto extent = [](const neuron_tensor_desc &d, int i) { return static_cast<uint64_t>(d.sizes[i]); };
+	const uint64_t Mt = extent(tile.operands[0], nd - 2), Nt = extent(tile.operands[0], nd - 1);
+	const uint64_t Kt = extent(tile.operands[1], nd - 1);
+	if (Mt == 0 || Nt == 0 || Kt == 0 ||
+	    kernels::tile_pack_floats(static_cast<int64_t>(Mt), static_cast<int64_t>(Nt), static_cast<int64_t>(Kt)) == 0)
+		return 0;
+	const uint64_t M = extent(cmd.operands[0], nd - 2), N = extent(cmd.operands[0], nd - 1);
+	const uint64_t K = extent(cmd.operands[1], nd - 1);
+	const uint64_t batch = nd == 3 ? extent(cmd.operands[0], 0) : 1;
+	const uint64_t mb = (M + Mt - 1) / Mt, nb = (N + Nt - 1) / Nt, kb = (K + Kt - 1) / Kt;
+	// Panels are at most 32 lanes wide (either operand may take the wider ones);
+	// each block's slot is rounded up to a cache line.
+	const auto block = [&](uint64_t lanes) { return ((lanes + 31) / 32 * 32 * Kt + 15) / 16 * 16; };
+	return batch * kb * (mb * block(Mt) + nb * block(Nt));
 }
 
 } // namespace neuron::chip

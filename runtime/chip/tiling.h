@@ -5,17 +5,17 @@
 // narrowed along the split dimensions (an operand that does not have a split
 // dimension, e.g. b for a split along M, is left whole; a broadcast operand with
 // stride 0 keeps pointing at the same bytes). Which dims may be split depends on the
-// op: elementwise/copy/fill/compare any dim; matmul the batch, M and N dims, and K
-// when the output is fp32 (the tiles after the first along K add into the output,
-// beta = 1, as BLAS itself accumulates K blocks into C); reductions a dim they do not
-// reduce, then if still too long a dim they reduce (later tiles accumulate into the
-// output, NEURON_REDUCE_ACCUMULATE; f32/integer sums and means, any amax); softmax,
-// log-softmax and arg-reduce a dim they do not reduce; the indexing ops a dim other
-// than the one they index; the Adam step any dim of its four tensors (not the step
-// count). Left whole (correct, only not preemptible): a softmax, log-softmax or
-// arg-reduce over one long row, a bf16/fp16 sum or mean of everything, a bf16/fp16
-// matmul with a huge K and a tiny output (their partial results would be rounded to
-// the output dtype), and opcodes this file does not know (ops added later).
+// op: elementwise/copy/fill/compare any dim; matmul the batch, M, N and K dims (the
+// tiles after the first along K add into the output, beta = 1, as BLAS itself
+// accumulates K blocks into C); reductions a dim they do not reduce, then if still
+// too long a dim they reduce (later tiles accumulate into the output,
+// NEURON_REDUCE_ACCUMULATE); softmax, log-softmax and arg-reduce a dim they do not
+// reduce; the indexing ops a dim other than the one they index; the Adam step any
+// dim of its four tensors (not the step count). Where a bf16/f16 output would round
+// the partial results of a K or reduced-dim split, they stay in f32 per chain
+// (chain_partials.h) when the runner keeps them (TileBudget::f32_partials). Left
+// whole (correct, only not preemptible): a softmax, log-softmax or arg-reduce over
+// one long row, and opcodes this file does not know (ops added later).
 //
 // Pure functions on private copies; no shared state, no locks.
 #pragma once
@@ -34,6 +34,10 @@ struct TileBudget {
 	uint64_t matmul_macs = 1ull << 26;       // multiply-adds per matmul tile
 	uint64_t elements = 1ull << 19;          // elements per cheap elementwise/copy/reduce tile
 	uint64_t transcendental_elements = 1ull << 17; // exp/gelu/silu/tanh/softmax
+	// Whoever runs the tiles keeps f32 partial results per chain (chain_partials.h),
+	// so a bf16/f16 output may be split where partial results add up. The kmd pump
+	// does not: its tiles are separate jobs.
+	bool f32_partials = true;
 };
 
 struct TileSplit {
@@ -42,6 +46,7 @@ struct TileSplit {
 	int64_t chunk = 1;            // tile extent along it
 	int64_t count = 1;            // ceil(size / chunk)
 	bool accumulate = false;      // a matmul K split: tiles past the first add into the output
+	bool f32_partials = false;    // ... into an f32 buffer per chain (chain_partials.h)
 };
 
 struct TilePlan {
@@ -62,6 +67,16 @@ inline uint64_t chain_length(const TilePlan &plan)
 	const bool k_split = plan.splits > 0 && plan.split[plan.splits - 1].accumulate;
 	return k_split ? static_cast<uint64_t>(plan.split[plan.splits - 1].count) : 1;
 }
+
+// Whether the chains keep f32 partial results (chain_partials.h).
+inline bool has_f32_partials(const TilePlan &plan)
+{
+	return plan.splits > 0 && plan.split[plan.splits - 1].f32_partials;
+}
+
+// Floats of packed operand blocks a tiled MATMUL keeps (kernels::GemmPacks) at
+// most: every block of a and b once. 0 for other ops and untiled plans.
+uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan);
 
 // Narrows cmd (descriptors) and views (host pointers) to tile `index` of plan, in place.
 // Both must describe the whole command on entry (views resolved by resolve_operands).

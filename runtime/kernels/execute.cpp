@@ -97,7 +97,7 @@ std::optional<Fault> check_view(const neuron_tensor_desc &d, const View &v, int 
 
 } // namespace
 
-std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads)
+std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads, GemmPacks *packs)
 {
 	const int arity = op_arity(cmd.opcode);
 	if (arity < 0)
@@ -118,7 +118,7 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 	case NEURON_OP_COPY:
 		return detail::run_copy(views[0], views[1], max_threads);
 	case NEURON_OP_MATMUL:
-		return detail::run_matmul(cmd, views, max_threads);
+		return detail::run_matmul(cmd, views, max_threads, packs);
 	case NEURON_OP_SUM:
 	case NEURON_OP_MEAN:
 	case NEURON_OP_AMAX:

@@ -5,12 +5,8 @@
 // the operands to host pointers (bounds and overlap checks are its job, since
 // they depend on what the tenant owns), then calls execute().
 //
-// Bounded tiles (not implemented yet): every kernel already cuts its work into
-// independent pieces — elementwise/copy/fill: ranges of output elements;
-// reductions: ranges of outputs; softmax: ranges of rows; matmul: (batch, block
-// of output rows or columns). A later execute_tile(cmd, views, tile, max_threads)
-// would run one piece so a core can switch tenants between pieces; the places are
-// marked "Tiling hook" in the sources.
+// Bounded tiles: the chip cuts a command into tiles (runtime/chip/tiling.h), each
+// the same command on narrowed operands, and calls execute() once per tile.
 #pragma once
 
 #include "fault.h"
@@ -47,11 +43,16 @@ std::optional<Fault> check_semantics(const neuron_cmd &cmd);
 // softmax (they read inputs after writing parts of the output).
 bool output_may_alias_inputs(neuron_opcode op);
 
+class GemmPacks; // gemm_packs.h
+
 // Executes a command that passed check_semantics and whose operands were resolved
 // (views[k] corresponds to cmd.operands[k]). Uses at most max_threads host threads.
-// Returns std::nullopt or a Fault (NEURON_FAULT_EXEC) for failures it can detect
-// (views inconsistent with the command, misaligned pointers, host memory exhausted).
-std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads);
+// packs: where a matmul keeps its packed operand blocks across the tiles of one
+// command (null: packed per call). Returns std::nullopt or a Fault
+// (NEURON_FAULT_EXEC) for failures it can detect (views inconsistent with the
+// command, misaligned pointers, host memory exhausted).
+std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads,
+			     GemmPacks *packs = nullptr);
 
 // Bytes per element of a dtype (0 for invalid).
 size_t dtype_size(uint8_t dtype);

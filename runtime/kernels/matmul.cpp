@@ -1,18 +1,22 @@
 // MATMUL: out[b] = f[0] * a[b] @ b[b] + f[1] * out[b], 2-d or batched 3-d.
 //
-// f32 goes to OpenBLAS sgemm directly on the operands whenever each matrix is
-// row- or column-contiguous (the transpose flags absorb the column-major case; a
-// column-major output is handled as out^T = b^T @ a^T). Other layouts are packed
-// into a contiguous float buffer first. bf16/f16 are converted to f32, multiplied
-// with sgemm and rounded back (as PyTorch's CPU path does, accumulating in f32).
+// Arithmetic is f32 (bf16/f16 inputs are converted and the result rounded back, as
+// PyTorch's CPU path accumulates in f32). Shapes that suit panels go to the packed
+// multiply (packed_gemm.h), which reads any dtype and strides while packing and
+// keeps packed blocks for the command's later tiles (gemm_packs.h); thin or tiny
+// products, and hosts without AVX-512, go to OpenBLAS sgemm, directly on the
+// operands when each is row- or column-contiguous (the transpose flags absorb the
+// column-major case), else on float copies. A column-major output is computed as
+// out^T = b^T @ a^T; any other non-row-major output through a float buffer.
 //
 // Threads: OpenBLAS (pthread build) has one process-wide thread count, which
 // cannot bound each op separately, so it is set to 1 and this file splits the work
-// itself into tiles (a batch x a range of output rows or columns) run on at most
-// max_threads OpenMP threads. A tile is also the natural unit for a later change
-// that cuts large matmuls into bounded slices between which a core can switch
-// tenants: run_matmul would run a sub-range of `tiles` per call.
+// itself into pieces (a batch x a range of output rows or columns) run on at most
+// max_threads OpenMP threads. The chip's preemptible tiles are cut before this
+// (runtime/chip/tiling.h) and arrive here one per call, on one thread.
 #include "block.h"
+#include "matrix.h"
+#include "packed_gemm.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -27,20 +31,6 @@
 namespace neuron::kernels::detail {
 
 namespace {
-
-// A matrix operand: element strides, base pointer of its storage dtype.
-struct Mat {
-	std::byte *p;
-	uint8_t dt;
-	int64_t rows, cols, rs, cs;
-	size_t es;
-
-	Mat sub(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const
-	{
-		return Mat{p + static_cast<int64_t>(es) * (r0 * rs + c0 * cs), dt, r1 - r0, c1 - c0, rs, cs, es};
-	}
-	Mat t() const { return Mat{p, dt, cols, rows, cs, rs, es}; }
-};
 
 // How sgemm can read a float matrix in place, if it can.
 struct BlasLayout {
@@ -106,30 +96,36 @@ Operand prepare_input(const Mat &m, std::vector<float> &buf)
 }
 
 // out = alpha * a @ b + beta * out for one tile; all dims fit in int (checked).
-void gemm_tile(float alpha, const Mat &a, const Mat &b, float beta, const Mat &out, Scratch &s)
+void gemm_tile(float alpha, const Mat &a, const Mat &b, float beta, const Mat &out, Scratch &s, GemmPacks *packs)
 {
 	const BlasLayout lo = blas_layout(out);
 	if (lo.ok && lo.trans == CblasTrans) {
 		// Column-major output: compute out^T = b^T @ a^T into it; out^T is row-major
 		// (blas_layout is symmetric under transposition), so this recurses once.
-		gemm_tile(alpha, b.t(), a.t(), beta, out.t(), s);
+		gemm_tile(alpha, b.t(), a.t(), beta, out.t(), s, packs);
 		return;
 	}
 	const int M = static_cast<int>(out.rows), N = static_cast<int>(out.cols), K = static_cast<int>(a.cols);
-	const Operand A = prepare_input(a, s.a);
-	const Operand B = prepare_input(b, s.b);
-	if (lo.ok && lo.trans == CblasNoTrans) {
-		cblas_sgemm(CblasRowMajor, A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta,
-			    reinterpret_cast<float *>(out.p), static_cast<int>(lo.ld));
-		return;
+	// A row-major f32 output is written in place, any other through a float buffer.
+	float *c = reinterpret_cast<float *>(out.p);
+	int ldc = static_cast<int>(lo.ld);
+	if (!lo.ok) {
+		if (beta != 0.0f)
+			pack(out, s.c);
+		else
+			s.c.assign(static_cast<size_t>(out.rows * out.cols), 0.0f); // old contents ignored, NaNs too
+		c = s.c.data();
+		ldc = std::max(1, N);
 	}
-	if (beta != 0.0f)
-		pack(out, s.c);
-	else
-		s.c.assign(static_cast<size_t>(out.rows * out.cols), 0.0f); // old contents ignored, NaNs too
-	cblas_sgemm(CblasRowMajor, A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, s.c.data(),
-		    std::max(1, N));
-	unpack(s.c, out);
+	if (packed_gemm_suits(M, N, K)) {
+		packed_gemm(alpha, a, b, beta, c, ldc, packs); // packing reads any dtype and strides
+	} else {
+		const Operand A = prepare_input(a, s.a);
+		const Operand B = prepare_input(b, s.b);
+		cblas_sgemm(CblasRowMajor, A.trans, B.trans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, c, ldc);
+	}
+	if (!lo.ok)
+		unpack(s.c, out);
 }
 
 // K == 0: the product is empty, out = beta * out (0 when beta == 0).
@@ -159,7 +155,7 @@ void single_threaded_blas()
 
 } // namespace
 
-Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_threads, GemmPacks *packs)
 {
 	const View &o = v[0], &a = v[1], &b = v[2];
 	const bool batched = o.ndim == 3;
@@ -172,8 +168,10 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 		return exec_fault("matmul: a dimension exceeds the BLAS index range (2^31-1)");
 	const float alpha = static_cast<float>(cmd.fscalars.f[0]);
 	const float beta = static_cast<float>(cmd.fscalars.f[1]);
-	const size_t es = dtype_size(o.dtype);
+	// Each operand's own element size: the chip's f32 partial results
+	// (chain_partials.h) pair an f32 output with bf16/f16 inputs.
 	auto mat = [&](const View &t, int64_t bi) {
+		const size_t es = dtype_size(t.dtype);
 		const int64_t bstride = batched ? t.strides[0] : 0;
 		return Mat{t.data + bi * bstride * static_cast<int64_t>(es),
 			   static_cast<uint8_t>(t.dtype),
@@ -184,18 +182,15 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 			   es};
 	};
 
-	// Tiling hook (see the top of this file): cut the work into tiles: whole
-	// batches when there are enough of them, else
-	// ranges of the longer of the output's rows and columns.
+	// Pieces for the threads (see the top of this file): whole batches when there
+	// are enough of them, else ranges of the longer of the output's rows and columns.
 	const double macs = static_cast<double>(nb) * static_cast<double>(M) * static_cast<double>(N) *
 			    static_cast<double>(std::max<int64_t>(K, 1));
 	// Threads only from ~16M multiply-adds (~0.4 ms on one core), each with >= 8M:
 	// entering an OpenMP region on a busy host can stall for a scheduler slice
 	// (~2 ms measured for a 256x64x256 product that takes ~90 us on one thread),
-	// so only work well above that cost is spread out. Not higher: the chip's
-	// preemptible tiles hold ~16M multiply-adds per host thread (tiling.cpp), and
-	// with a 32M threshold a 2-thread tile ran on one thread, halving matmul speed
-	// (bench-runtime: 0.45-0.57 of cblas_sgemm, 0.8-0.96 after this change).
+	// so only work well above that cost is spread out. (The chip runs a tiled
+	// command one tile per thread; only a command run whole is split here.)
 	constexpr double kThreadedMacs = 16777216.0, kMacsPerThread = 8388608.0;
 	const int nt = macs < kThreadedMacs ? 1
 					    : std::max(1, std::min<int>(max_threads, static_cast<int>(macs / kMacsPerThread)));
@@ -230,7 +225,7 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 				}
 				const Mat am = mat(a, t.batch).sub(t.r0, t.r1, 0, K);
 				const Mat bm = mat(b, t.batch).sub(0, K, t.c0, t.c1);
-				gemm_tile(alpha, am, bm, beta, out, s);
+				gemm_tile(alpha, am, bm, beta, out, s, packs);
 			}
 		} catch (const std::bad_alloc &) {
 			oom = true;

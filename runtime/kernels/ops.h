@@ -14,7 +14,7 @@ using Result = std::optional<Fault>;
 Result run_fill(const neuron_cmd &cmd, const View &out, int max_threads);           // copy.cpp
 Result run_copy(const View &out, const View &in, int max_threads);                  // copy.cpp
 Result run_elementwise(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // elementwise.cpp
-Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_threads);  // matmul.cpp
+Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_threads, GemmPacks *packs); // matmul.cpp
 Result run_reduce(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // reduce.cpp
 Result run_softmax(const neuron_cmd &cmd, const View &out, const View &in, int max_threads); // softmax.cpp
 

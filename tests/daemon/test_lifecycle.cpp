@@ -130,8 +130,10 @@ DAEMON_TEST(lifecycle, blocked_waiter_returns_when_the_daemon_is_killed)
 	});
 	sleep_ms(300);
 	const bool still_busy = neuron_queue_completed(b.t.core) < b.last;
-	g_daemon->kill9();
+	// The clock starts as the signal is sent: kill9() also reaps the daemon, and a
+	// client can see it die before that returns.
 	const uint64_t killed = now_ns();
+	g_daemon->kill9();
 	// Bounded join: a thread stuck forever would hang the test, so poll first.
 	while ((!wait_done.load() || !submit_done.load()) && now_ns() - killed < 10'000'000'000ull)
 		sleep_ms(5);

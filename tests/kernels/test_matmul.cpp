@@ -1,7 +1,12 @@
 // MATMUL (2-d and batched) against a naive double-precision product: f32/bf16/f16,
 // row- and column-major operands, layouts that need packing, broadcast batches,
-// alpha/beta, empty dims and sizes large enough to split among threads.
+// alpha/beta, empty dims and sizes large enough to split among threads; the packed
+// multiply (packed_gemm.h) at its edges, and its packs shared by the tiles of a
+// command (gemm_packs.h).
 #include "ref.h"
+
+#include <gemm_packs.h>
+#include <packed_gemm.h>
 
 using namespace ref;
 
@@ -160,4 +165,101 @@ Test(matmul, large_parallel)
 	mm_case(NEURON_DTYPE_BF16, 3, 230, 230, 230, ML::Col, ML::Row, ML::Row, 1.0, 0.0);
 	mm_case(NEURON_DTYPE_F16, -1, 400, 256, 330, ML::Row, ML::Strided, ML::Col, 1.0, 0.0);
 	mm_case(NEURON_DTYPE_F32, -1, 260, 514, 258, ML::Row, ML::Col, ML::Row, 1.0, 0.0, false, 1);
+}
+
+// Shapes the packed multiply takes (on an AVX-512 host; OpenBLAS elsewhere, which
+// these cases then check instead): ragged panels in every dim (M % 8, N % 32,
+// K % 256 != 0), K over one pass, every operand layout, every float dtype.
+Test(matmul, packed_panels_edges_and_layouts)
+{
+	struct S {
+		int64_t M, K, N;
+	};
+	const S shapes[] = {{9, 2000, 17}, {64, 64, 64}, {37, 515, 45}, {130, 257, 70}};
+	for (const S &s : shapes)
+		cr_log_info("%lldx%lldx%lld: %s", (long long)s.M, (long long)s.K, (long long)s.N,
+			    neuron::kernels::detail::packed_gemm_suits(s.M, s.N, s.K) ? "packed" : "OpenBLAS");
+	for (const S &s : shapes)
+		for (ML la : kLayouts)
+			for (ML lb : kLayouts)
+				mm_case(NEURON_DTYPE_F32, -1, s.M, s.K, s.N, la, lb, ML::Row, 1.0, 0.0);
+	for (const S &s : shapes)
+		for (ML lo : {ML::Row, ML::Col, ML::Strided}) {
+			mm_case(NEURON_DTYPE_F32, -1, s.M, s.K, s.N, ML::Row, ML::Col, lo, 0.5, -2.0);
+			mm_case(NEURON_DTYPE_F32, -1, s.M, s.K, s.N, ML::Col, ML::Row, lo, 1.0, 0.0, true);
+			mm_case(NEURON_DTYPE_BF16, -1, s.M, s.K, s.N, ML::Strided, ML::Row, lo, 1.0, 1.0);
+			mm_case(NEURON_DTYPE_F16, -1, s.M, s.K, s.N, ML::Row, ML::Bcast, lo, 1.0, 0.0, true);
+		}
+	mm_case(NEURON_DTYPE_F32, 3, 40, 300, 50, ML::Row, ML::Bcast, ML::Row, 1.0, 0.0, false, 1);
+}
+
+namespace {
+
+// out = a @ b cut into tiles as the chip cuts it (tiling.h): blocks of out, the K
+// blocks of each in order, the first with beta = 0 and the rest adding in, every
+// tile one execute() sharing `packs`. Checked against the double product.
+void tiled_with_packs(neuron::kernels::GemmPacks *packs, int64_t mt, int64_t nt, int64_t kt, const char *what)
+{
+	const int64_t M = 200, K = 600, N = 160;
+	const Tensor a = make_mat(NEURON_DTYPE_F32, -1, M, K, ML::Row);
+	const Tensor b = make_mat(NEURON_DTYPE_F32, -1, K, N, ML::Col);
+	const Tensor out = make_mat(NEURON_DTYPE_F32, -1, M, N, ML::Row);
+	a.randomize(11, -2, 2);
+	b.randomize(12, -2, 2);
+	out.each([&](const int64_t *i) { out.set(i, NAN); });
+	for (int64_t i = 0; i < M; i += mt)
+		for (int64_t j = 0; j < N; j += nt)
+			for (int64_t k = 0; k < K; k += kt) {
+				const Tensor ot = out.slice(0, i, std::min(M, i + mt), 1).slice(1, j, std::min(N, j + nt), 1);
+				const Tensor at = a.slice(0, i, std::min(M, i + mt), 1).slice(1, k, std::min(K, k + kt), 1);
+				const Tensor bt = b.slice(0, k, std::min(K, k + kt), 1).slice(1, j, std::min(N, j + nt), 1);
+				auto cmd = make_cmd(NEURON_OP_MATMUL, {&ot, &at, &bt});
+				cmd.fscalars.f[0] = 1.0;
+				cmd.fscalars.f[1] = k == 0 ? 0.0 : 1.0;
+				const View v[3] = {ot.view(), at.view(), bt.view()};
+				const auto f = neuron::kernels::execute(cmd, v, 1, packs);
+				cr_assert(!f, "%s: %s", what, f ? f->message.c_str() : "");
+			}
+	expect_tensor(
+		out,
+		[&](const int64_t *i) {
+			double s = 0;
+			for (int64_t k = 0; k < K; ++k) {
+				const int64_t ia[2] = {i[0], k}, ib[2] = {k, i[1]};
+				s += a.get(ia) * b.get(ib);
+			}
+			return s;
+		},
+		Tol{1e-5, 1e-6 * 4.0 * K}, what);
+}
+
+} // namespace
+
+// The tiles of one command share packed blocks; a block bigger than the limit is
+// packed per tile instead; an arena set aside before the first tile holds them.
+Test(matmul, packs_shared_across_the_tiles_of_a_command)
+{
+	using neuron::kernels::GemmPacks;
+	const bool packed = neuron::kernels::detail::packed_gemm_suits(64, 64, 256);
+	GemmPacks packs;
+	tiled_with_packs(&packs, 64, 64, 256, "shared packs");
+	if (packed) {
+		// Each block of a and b is packed at most once: at most a and b themselves
+		// (200 x 600 and 600 x 160, whose blocks need no panel padding).
+		cr_expect(packs.bytes() > 0, "no block was kept for the later tiles");
+		cr_expect(packs.bytes() <= (200 + 160) * 600 * sizeof(float), "%zu bytes of packs: blocks packed twice",
+			  packs.bytes());
+	}
+	packs.clear();
+	cr_expect_eq(packs.bytes(), 0u);
+
+	GemmPacks tiny(4096);
+	tiled_with_packs(&tiny, 64, 64, 256, "packs over the limit");
+	cr_expect_eq(tiny.bytes(), 0u, "blocks past the limit must not be kept");
+
+	GemmPacks arena;
+	arena.reserve(size_t{1} << 20);
+	cr_expect_eq(arena.arena_bytes(), (size_t{1} << 20) * sizeof(float));
+	tiled_with_packs(&arena, 64, 64, 256, "packs in an arena");
+	tiled_with_packs(nullptr, 64, 64, 256, "no packs");
 }

@@ -164,6 +164,191 @@ Test(tiling, k_chains_on_three_threads_with_tenants_taking_turns_are_exact, .fin
 	b.close();
 }
 
+// Tiles big enough for the packed multiply (runtime/kernels/packed_gemm.h): each
+// block of a and b is packed once per command and shared by the tiles and threads
+// that use it (gemm_packs.h), also across a tenant switch that parks a chain. The
+// packs must not outlive the command: the second matmul of each tenant runs on the
+// same addresses after a has been overwritten, and must see the new a.
+Test(tiling, packed_blocks_are_shared_by_tiles_and_dropped_between_commands, .fini = down, .timeout = 120)
+{
+	// 2^20 multiply-adds per tile: 128x128x64 blocks, with ragged edges in every dim.
+	start_daemon({"--cores", "1", "--inference-cores", "0", "--threads-per-core", "3", "--tile-macs", "1048576"});
+	constexpr int64_t M = 203, N = 192, K = 650;
+	struct Run {
+		Tenant t;
+		std::vector<float> A, B;
+		uint64_t da = 0, db = 0, dc = 0;
+		neuron_cmd cmd;
+		std::vector<double> expected() const
+		{
+			std::vector<double> c(size_t(M * N));
+			for (int64_t i = 0; i < M; ++i)
+				for (int64_t j = 0; j < N; ++j) {
+					double s = 0;
+					for (int64_t k = 0; k < K; ++k)
+						s += double(A[size_t(i * K + k)]) * double(B[size_t(k * N + j)]);
+					c[size_t(i * N + j)] = 2.0 * s;
+				}
+			return c;
+		}
+	} runs[2];
+	for (int r = 0; r < 2; ++r) {
+		Run &x = runs[r];
+		x.t.open(r ? "packed-b" : "packed-a", NEURON_TENANT_TRAINING, 1);
+		x.A = ramp(size_t(M * K), 7 + r, 13);
+		x.B = ramp(size_t(K * N), 5, 11 + r);
+		x.da = put(x.t, x.A);
+		x.db = put(x.t, x.B);
+		x.dc = x.t.alloc(uint64_t(M * N) * sizeof(float));
+		neuron_cmd_init(&x.cmd, NEURON_OP_MATMUL, 3);
+		x.cmd.operands[0] = desc(x.dc, NEURON_DTYPE_F32, {M, N});
+		x.cmd.operands[1] = desc(x.da, NEURON_DTYPE_F32, {M, K});
+		x.cmd.operands[2] = desc(x.db, NEURON_DTYPE_F32, {K, N});
+		x.cmd.fscalars.f[0] = 2.0;
+	}
+	for (int round = 0; round < 2; ++round) {
+		const uint64_t before = tiles_so_far();
+		uint64_t seq[2];
+		for (int r = 0; r < 2; ++r)
+			cr_assert(neuron_submit(runs[r].t.cores[0], &runs[r].cmd, &seq[r]) == NEURON_OK, "%s",
+				  neuron_last_error());
+		for (int r = 0; r < 2; ++r)
+			cr_assert(neuron_queue_wait(runs[r].t.cores[0], seq[r], 60'000'000'000) == NEURON_OK, "%s",
+				  neuron_last_error());
+		cr_assert(tiles_so_far() - before >= 2 * 40, "round %d ran as %llu tiles", round,
+			  (unsigned long long)(tiles_so_far() - before));
+		for (int r = 0; r < 2; ++r) {
+			const std::string what = "round " + std::to_string(round) + ", tenant " + std::to_string(r);
+			expect_close(get<float>(runs[r].t, runs[r].dc, size_t(M * N)), runs[r].expected(), 1e-5,
+				     what.c_str());
+			// New a, same address: stale packs would give the old product.
+			runs[r].A = ramp(size_t(M * K), 3 + r, 17);
+			upload(runs[r].t.dma, runs[r].da, runs[r].A.data(), runs[r].A.size() * sizeof(float));
+		}
+	}
+	for (Run &x : runs)
+		x.t.close();
+}
+
+namespace {
+
+// Round to nearest even, as the chip's conversions do.
+uint16_t to_half_bits(float f, int dtype)
+{
+	if (dtype == NEURON_DTYPE_BF16) {
+		uint32_t u;
+		std::memcpy(&u, &f, 4);
+		return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+	}
+	_Float16 h = static_cast<_Float16>(f);
+	uint16_t b;
+	std::memcpy(&b, &h, 2);
+	return b;
+}
+
+double from_half_bits(uint16_t b, int dtype)
+{
+	if (dtype == NEURON_DTYPE_BF16) {
+		const uint32_t u = uint32_t(b) << 16;
+		float f;
+		std::memcpy(&f, &u, 4);
+		return f;
+	}
+	_Float16 h;
+	std::memcpy(&h, &b, 2);
+	return double(h);
+}
+
+// The distance between want and its neighbours in `dtype`: one unit in the last place.
+double half_ulp_at(double want, int dtype)
+{
+	const int mantissa = dtype == NEURON_DTYPE_BF16 ? 7 : 10;
+	return std::ldexp(1.0, std::ilogb(want) - mantissa);
+}
+
+} // namespace
+
+// A bf16/f16 sum of everything and a bf16 matmul with a long K are cut along the
+// reduced dim and K like f32 ones; their partial results stay in f32 per chain
+// (runtime/chip/chain_partials.h) and are rounded once, so the result is the whole
+// op's: within one unit in the last place of the exact value, where rounding each
+// tile's partial result would drift by several (300 + 0.3 * 1960 in 256-element
+// tiles loses ~0.8 per tile to bf16 rounding). Two tenants take turns on one core
+// with 3 threads, so chains are parked with their partials and resumed.
+Test(tiling, bf16_and_f16_sums_and_matmuls_keep_f32_partials, .fini = down, .timeout = 120)
+{
+	start_daemon({"--cores", "1", "--inference-cores", "0", "--threads-per-core", "3", "--tile-elements", "256",
+		      "--tile-macs", "4096"});
+	Tenant t[2];
+	t[0].open("partials-a", NEURON_TENANT_TRAINING, 1);
+	t[1].open("partials-b", NEURON_TENANT_TRAINING, 1);
+	for (int dt : {NEURON_DTYPE_BF16, NEURON_DTYPE_F16}) {
+		const char *name = dt == NEURON_DTYPE_BF16 ? "bf16 sum" : "f16 sum";
+		std::vector<uint16_t> x(1961, to_half_bits(0.3f, dt));
+		x[0] = to_half_bits(300.0f, dt);
+		double exact = 0;
+		for (uint16_t v : x)
+			exact += from_half_bits(v, dt);
+		const uint64_t dx = put(t[0], x), dout = put(t[0], std::vector<uint16_t>{0});
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_SUM, 2);
+		c.operands[0] = desc(dout, dt, {1});
+		c.operands[1] = desc(dx, dt, {1961});
+		c.iscalars[0] = 1;
+		run_tiled(t[0], c, 6, name);
+		const double got = from_half_bits(get<uint16_t>(t[0], dout, 1)[0], dt);
+		cr_expect(std::fabs(got - exact) <= half_ulp_at(exact, dt), "%s = %.4f, exact %.4f", name, got, exact);
+	}
+	// out = 0.5 * a @ b - 2 * out, bf16, K = 600 in tiles of 16.
+	constexpr int64_t M = 24, N = 24, K = 600;
+	std::vector<uint16_t> A(size_t(M * K)), B(size_t(K * N)), C0(size_t(M * N));
+	const std::vector<float> ra = ramp(A.size(), 7, 13), rb = ramp(B.size(), 5, 11), rc = ramp(C0.size(), 3, 7);
+	for (size_t i = 0; i < A.size(); ++i)
+		A[i] = to_half_bits(ra[i], NEURON_DTYPE_BF16);
+	for (size_t i = 0; i < B.size(); ++i)
+		B[i] = to_half_bits(rb[i], NEURON_DTYPE_BF16);
+	for (size_t i = 0; i < C0.size(); ++i)
+		C0[i] = to_half_bits(rc[i], NEURON_DTYPE_BF16);
+	std::vector<double> want(C0.size());
+	for (int64_t i = 0; i < M; ++i)
+		for (int64_t j = 0; j < N; ++j) {
+			double acc = 0;
+			for (int64_t k = 0; k < K; ++k)
+				acc += from_half_bits(A[size_t(i * K + k)], NEURON_DTYPE_BF16) *
+				       from_half_bits(B[size_t(k * N + j)], NEURON_DTYPE_BF16);
+			want[size_t(i * N + j)] = 0.5 * acc - 2.0 * from_half_bits(C0[size_t(i * N + j)], NEURON_DTYPE_BF16);
+		}
+	uint64_t dc[2], seq[2];
+	neuron_cmd mm[2];
+	for (int r = 0; r < 2; ++r) {
+		const uint64_t da = put(t[r], A), db = put(t[r], B);
+		dc[r] = put(t[r], C0);
+		neuron_cmd_init(&mm[r], NEURON_OP_MATMUL, 3);
+		mm[r].operands[0] = desc(dc[r], NEURON_DTYPE_BF16, {M, N});
+		mm[r].operands[1] = desc(da, NEURON_DTYPE_BF16, {M, K});
+		mm[r].operands[2] = desc(db, NEURON_DTYPE_BF16, {K, N});
+		mm[r].fscalars.f[0] = 0.5;
+		mm[r].fscalars.f[1] = -2.0;
+	}
+	const uint64_t before = tiles_so_far();
+	for (int r = 0; r < 2; ++r)
+		cr_assert(neuron_submit(t[r].cores[0], &mm[r], &seq[r]) == NEURON_OK, "%s", neuron_last_error());
+	for (int r = 0; r < 2; ++r)
+		cr_assert(neuron_queue_wait(t[r].cores[0], seq[r], 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
+	cr_assert(tiles_so_far() - before >= 2 * 100, "the bf16 matmuls ran as %llu tiles",
+		  (unsigned long long)(tiles_so_far() - before));
+	for (int r = 0; r < 2; ++r) {
+		const std::vector<uint16_t> got = get<uint16_t>(t[r], dc[r], want.size());
+		for (size_t i = 0; i < want.size(); ++i) {
+			const double g = from_half_bits(got[i], NEURON_DTYPE_BF16);
+			cr_assert(std::fabs(g - want[i]) <= half_ulp_at(want[i], NEURON_DTYPE_BF16),
+				  "tenant %d: bf16 matmul[%zu] = %.4f, expected %.4f", r, i, g, want[i]);
+		}
+	}
+	t[0].close();
+	t[1].close();
+}
+
 // Reductions with no kept dim to split (a sum of everything), or too few outputs,
 // are cut along a reduced dim too: later tiles add into (max with) the output.
 Test(tiling, reductions_of_everything_are_tiled_and_exact, .fini = down, .timeout = 120)

@@ -13,7 +13,7 @@ apt_packages=(
 	build-essential pkg-config        # compilers; pkg-config lookups in Meson
 	libboost-dev libboost-system-dev  # Boost.Asio: neurond's socket and signal loop
 	protobuf-compiler libprotobuf-dev # the control-plane messages
-	libopenblas-dev                   # GEMM behind the simulated Tensor engine
+	libopenblas-dev                   # GEMM for thin products, non-AVX-512 hosts; the benchmark reference
 	libcriterion-dev                  # C/C++ test suites
 	nlohmann-json3-dev                # neuron-ls -j and other JSON output
 	libcli11-dev                      # command-line and config-file parsing

@@ -334,7 +334,7 @@ bool KmdPump::feed()
 	budget.matmul_macs = kJobWorkBudget;
 	budget.elements = kJobWorkBudget / 8;
 	budget.transcendental_elements = kJobWorkBudget / 32;
-	budget.f32_partials = false; // each tile is a job of its own: nothing holds partials between them
+	budget.chain_partials = false; // each tile is a job of its own: nothing holds partials between them
 
 	Job batch;
 	batch.kernel_queue = dma ? -1 : static_cast<int>(q.core());

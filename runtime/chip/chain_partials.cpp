@@ -4,17 +4,19 @@
 #include <kernels.h>
 
 #include <algorithm>
+#include <memory>
 #include <new>
 #include <span>
 
 namespace neuron::chip {
 
-float *ChainPartials::get(uint64_t chain, size_t floats)
+void *ChainPartials::get(uint64_t chain, size_t bytes)
 {
 	std::lock_guard lock(mutex_);
-	std::vector<float> &b = buffers_[chain];
-	if (b.size() < floats)
-		b.resize(floats);
+	std::vector<std::max_align_t> &b = buffers_[chain];
+	const size_t n = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+	if (b.size() < n)
+		b.resize(n);
 	return b.data();
 }
 
@@ -45,8 +47,7 @@ std::optional<kernels::Fault> copy(const neuron_tensor_desc &dst, const kernels:
 	return kernels::execute(c, v, threads);
 }
 
-} // namespace
-
+// Carry::F32Partials.
 std::optional<kernels::Fault> execute_with_partials(ChainPartials &partials, const TilePlan &plan, uint64_t index,
 						    const neuron_cmd &tile, const OperandViews &views, int threads,
 						    kernels::GemmPacks *packs)
@@ -66,7 +67,7 @@ std::optional<kernels::Fault> execute_with_partials(ChainPartials &partials, con
 	av.dtype = NEURON_DTYPE_F32;
 	std::copy(std::begin(acc.strides), std::end(acc.strides), std::begin(av.strides));
 	try {
-		av.data = reinterpret_cast<std::byte *>(partials.get(chain, static_cast<size_t>(kernels::numel(out))));
+		av.data = static_cast<std::byte *>(partials.get(chain, kernels::numel(out) * sizeof(float)));
 	} catch (const std::bad_alloc &) {
 		return kernels::Fault{NEURON_FAULT_EXEC, "out of host memory for a tile's f32 partial results"};
 	}
@@ -83,6 +84,76 @@ std::optional<kernels::Fault> execute_with_partials(ChainPartials &partials, con
 	auto f = copy(out, views[0], acc, av, threads);
 	partials.release(chain);
 	return f;
+}
+
+// Carry::RowStats.
+std::optional<kernels::Fault> execute_row_pass(ChainPartials &partials, const TilePlan &plan, uint64_t index,
+					       const neuron_cmd &tile, const OperandViews &views)
+{
+	const uint64_t n = chain_length(plan), chain = index / n, pos = index % n;
+	const uint64_t chunks = static_cast<uint64_t>(plan.split[plan.splits - 1].count);
+	const neuron_tensor_desc &in = tile.operands[1];
+	const int64_t along = in.sizes[tile.iscalars[0]];
+	const size_t rows = static_cast<size_t>(kernels::numel(in) / static_cast<uint64_t>(std::max<int64_t>(along, 1)));
+	kernels::RowStats *stats;
+	try {
+		stats = static_cast<kernels::RowStats *>(partials.get(chain, rows * sizeof(kernels::RowStats)));
+	} catch (const std::bad_alloc &) {
+		return kernels::Fault{NEURON_FAULT_EXEC, "out of host memory for a tile's row statistics"};
+	}
+	if (pos == 0)
+		std::uninitialized_default_construct_n(stats, rows); // max -inf, sum 0
+	if (pos < chunks)
+		return kernels::gather_row_stats(tile, views[1], stats);
+	auto f = kernels::apply_row_stats(tile, views[0], views[1], stats);
+	if (pos + 1 == n)
+		partials.release(chain);
+	return f;
+}
+
+// Carry::ArgBest.
+std::optional<kernels::Fault> execute_arg_pass(ChainPartials &partials, const TilePlan &plan, uint64_t index,
+					       const neuron_cmd &tile, const OperandViews &views)
+{
+	const TileSplit &split = plan.split[plan.splits - 1];
+	const uint64_t n = chain_length(plan), chain = index / n, pos = index % n;
+	const size_t rows = static_cast<size_t>(kernels::numel(tile.operands[0]));
+	kernels::ArgBest *best;
+	try {
+		best = static_cast<kernels::ArgBest *>(partials.get(chain, rows * sizeof(kernels::ArgBest)));
+	} catch (const std::bad_alloc &) {
+		return kernels::Fault{NEURON_FAULT_EXEC, "out of host memory for a tile's arg-reduce state"};
+	}
+	if (pos == 0)
+		std::uninitialized_default_construct_n(best, rows);
+	const int64_t offset = static_cast<int64_t>(pos) * split.chunk;
+	if (auto f = kernels::gather_arg_best(tile, views[0], views[1], offset, best))
+		return f;
+	if (pos + 1 < n)
+		return std::nullopt;
+	auto f = kernels::store_arg_best(tile, views[0], views[1], best);
+	partials.release(chain);
+	return f;
+}
+
+} // namespace
+
+std::optional<kernels::Fault> execute_tile(ChainPartials &partials, const TilePlan &plan, uint64_t index,
+					   const neuron_cmd &tile, const OperandViews &views, int threads,
+					   kernels::GemmPacks *packs)
+{
+	switch (plan_carry(plan)) {
+	case Carry::F32Partials:
+		return execute_with_partials(partials, plan, index, tile, views, threads, packs);
+	case Carry::RowStats:
+		return execute_row_pass(partials, plan, index, tile, views);
+	case Carry::ArgBest:
+		return execute_arg_pass(partials, plan, index, tile, views);
+	case Carry::None:
+	case Carry::Accumulate:
+		break;
+	}
+	return kernels::execute(tile, std::span(views.data(), tile.num_operands), threads, packs);
 }
 
 } // namespace neuron::chip

@@ -1,11 +1,19 @@
-// f32 partial results of the chains of a tiled command whose output dtype would
-// round them (bf16/f16): a matmul's K tiles, a sum or mean cut along a reduced dim.
+// Partial results that a chain of tiles carries from one tile to the next:
 //
-// Such a chain's tiles compute into an f32 buffer of the chain's output block
-// instead of the output (the first tile of a matmul with beta != 0 starts from the
-// old output, converted), and its last tile stores the buffer, rounded once, into
-// the output: the result is the whole op's (PyTorch's CPU path accumulates bf16 and
-// f16 products and sums in f32 too). Without this these ops could only run whole.
+// - f32 partial results of a command whose output dtype would round them
+//   (bf16/f16): a matmul's K tiles, a sum or mean cut along a reduced dim. Such a
+//   chain's tiles compute into an f32 buffer of the chain's output block instead of
+//   the output (the first tile of a matmul with beta != 0 starts from the old
+//   output, converted), and its last tile stores the buffer, rounded once, into the
+//   output: the result is the whole op's (PyTorch's CPU path accumulates bf16 and
+//   f16 products and sums in f32 too).
+// - the row statistics of a softmax/log-softmax whose rows are longer than a tile
+//   (kernels::RowStats): the chain's first pass over the chunks gathers them, the
+//   second writes the results;
+// - the best element so far of each row of such an arg-reduce (kernels::ArgBest),
+//   whose indexes the chain's last tile stores.
+//
+// Without these, such ops could only run whole.
 //
 // Owner: LogicalCore::InFlight. A chain runs on one thread at a time
 // (tile_cursor.h), and a parked chain keeps its buffer for whoever resumes it; the
@@ -28,21 +36,24 @@ namespace neuron::chip {
 
 class ChainPartials {
 public:
-	// Chain `chain`'s buffer of `floats` floats, made on first use. Throws std::bad_alloc.
-	float *get(uint64_t chain, size_t floats);
+	// Chain `chain`'s buffer of at least `bytes` bytes, aligned for any type, made on
+	// first use. Throws std::bad_alloc.
+	void *get(uint64_t chain, size_t bytes);
 	void release(uint64_t chain);
 	// Only between commands.
 	void clear();
 
 private:
 	std::mutex mutex_;
-	std::unordered_map<uint64_t, std::vector<float>> buffers_; // node-based: data() is stable
+	std::unordered_map<uint64_t, std::vector<std::max_align_t>> buffers_; // node-based: data() is stable
 };
 
-// Runs tile `index` of a plan with f32 partials (has_f32_partials): `tile` and
-// `views` are the narrowed command and its operands. Returns a fault, if any.
-std::optional<kernels::Fault> execute_with_partials(ChainPartials &partials, const TilePlan &plan, uint64_t index,
-						    const neuron_cmd &tile, const OperandViews &views, int threads,
-						    kernels::GemmPacks *packs);
+// Runs tile `index` of `plan`: `tile` and `views` are the narrowed command and its
+// operands. A tile of a chain that carries partial results (Carry::F32Partials,
+// RowStats, ArgBest) keeps them in `partials`; any other runs as kernels::execute.
+// Returns a fault, if any.
+std::optional<kernels::Fault> execute_tile(ChainPartials &partials, const TilePlan &plan, uint64_t index,
+					   const neuron_cmd &tile, const OperandViews &views, int threads,
+					   kernels::GemmPacks *packs);
 
 } // namespace neuron::chip

@@ -303,10 +303,7 @@ Engine::Outcome Engine::run_tile(LogicalCore &l, const LogicalCore::InFlight &f,
 		neuron_cmd tile = f.cmd;
 		if (tiled)
 			narrow_to_tile(f.plan, index, tile, views);
-		const auto flt =
-			has_f32_partials(f.plan)
-				? execute_with_partials(f.partials, f.plan, index, tile, views, threads, &f.packs)
-				: kernels::execute(tile, std::span(views.data(), tile.num_operands), threads, &f.packs);
+		const auto flt = execute_tile(f.partials, f.plan, index, tile, views, threads, &f.packs);
 		if (flt)
 			return Outcome::fault(flt->code, flt->message);
 	}

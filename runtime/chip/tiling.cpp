@@ -126,10 +126,8 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool parti
 	// order, while the block is in cache.
 	const int before = p.splits;
 	add_split(p, kdims, static_cast<int64_t>(K), static_cast<int64_t>(Kt));
-	if (p.splits > before) {
-		p.split[before].accumulate = true;
-		p.split[before].f32_partials = !exact;
-	}
+	if (p.splits > before)
+		p.split[before].carry = exact ? Carry::Accumulate : Carry::F32Partials;
 }
 
 // SUM / MEAN / AMAX: a kept dim first (each tile computes whole outputs); if tiles
@@ -159,10 +157,55 @@ void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool pa
 	const int dims[NEURON_MAX_OPERANDS] = {-1, r, -1, -1, -1, -1};
 	const int before = p.splits;
 	add_split(p, dims, in.sizes[r], (in.sizes[r] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+	if (p.splits > before)
+		p.split[before].carry = exact ? Carry::Accumulate : Carry::F32Partials;
+}
+
+// SOFTMAX / LOG_SOFTMAX along dim D = i[0]: blocks of whole rows (a dim other than
+// D); rows longer than a tile are cut along D too, last, with two passes per chain
+// (Carry::RowStats) if the runner keeps each row's statistics between tiles.
+void plan_softmax(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool stats)
+{
+	const neuron_tensor_desc &out = cmd.operands[0];
+	const int64_t along = cmd.iscalars[0];
+	const uint64_t work = numel(out);
+	const int d = largest_dim(out, [&](int i) { return i != along; });
+	if (d >= 0)
+		split_same_dim(p, cmd, d, work, budget);
+	const uint64_t per_tile = work / p.tiles;
+	if (!stats || per_tile <= budget || out.ndim == 0 || out.sizes[along] <= 1)
+		return;
+	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
+	const int dims[NEURON_MAX_OPERANDS] = {static_cast<int>(along), static_cast<int>(along), -1, -1, -1, -1};
+	const int before = p.splits;
+	add_split(p, dims, out.sizes[along], (out.sizes[along] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
 	if (p.splits > before) {
-		p.split[before].accumulate = true;
-		p.split[before].f32_partials = !exact;
+		p.split[before].carry = Carry::RowStats;
+		p.tiles *= 2;
 	}
+}
+
+// ARG_REDUCE along dim D = i[0]: like softmax, blocks of whole rows (out keeps D
+// with size 1); rows longer than a tile are cut along D in `in` only, last, each
+// chain carrying its rows' best element so far (Carry::ArgBest), if the runner keeps
+// it between tiles.
+void plan_arg_reduce(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool carry)
+{
+	const neuron_tensor_desc &in = cmd.operands[1];
+	const int64_t along = cmd.iscalars[0];
+	const uint64_t work = numel(in);
+	const int d = largest_dim(cmd.operands[0], [&](int i) { return i != along; });
+	if (d >= 0)
+		split_same_dim(p, cmd, d, work, budget);
+	const uint64_t per_tile = work / p.tiles;
+	if (!carry || per_tile <= budget || in.ndim == 0 || in.sizes[along] <= 1)
+		return;
+	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
+	const int dims[NEURON_MAX_OPERANDS] = {-1, static_cast<int>(along), -1, -1, -1, -1};
+	const int before = p.splits;
+	add_split(p, dims, in.sizes[along], (in.sizes[along] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+	if (p.splits > before)
+		p.split[before].carry = Carry::ArgBest;
 }
 
 // Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. Every output element is written
@@ -237,7 +280,7 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 	const uint64_t per = static_cast<uint64_t>(std::max(threads, 1));
 	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);
 	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
-		plan_matmul(p, cmd, per * budget.matmul_macs, budget.f32_partials);
+		plan_matmul(p, cmd, per * budget.matmul_macs, budget.chain_partials);
 	} else if (elementwise(cmd.opcode)) {
 		// Any dim will do: every element is independent.
 		const int d = largest_dim(out, [](int) { return true; });
@@ -245,20 +288,13 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 			split_same_dim(p, cmd, d, numel(out), elem_budget);
 	} else if ((cmd.opcode == NEURON_OP_SUM || cmd.opcode == NEURON_OP_MEAN || cmd.opcode == NEURON_OP_AMAX) &&
 		   cmd.num_operands == 2) {
-		plan_reduction(p, cmd, elem_budget, budget.f32_partials);
+		plan_reduction(p, cmd, elem_budget, budget.chain_partials);
 	} else if ((cmd.opcode == NEURON_OP_SOFTMAX || cmd.opcode == NEURON_OP_LOG_SOFTMAX) && cmd.num_operands == 2) {
-		const int64_t along = cmd.iscalars[0];
-		const int d = largest_dim(out, [&](int i) { return i != along; });
-		if (d >= 0)
-			split_same_dim(p, cmd, d, numel(out), elem_budget);
+		plan_softmax(p, cmd, elem_budget, budget.chain_partials);
 	} else if (cmd.opcode >= NEURON_OP_INDEX_SELECT && cmd.opcode <= NEURON_OP_SCATTER_ADD && cmd.num_operands == 3) {
 		plan_indexing(p, cmd, elem_budget);
 	} else if (cmd.opcode == NEURON_OP_ARG_REDUCE && cmd.num_operands == 2) {
-		// Like softmax: every dim but the one reduced (out keeps it, with size 1).
-		const int64_t along = cmd.iscalars[0];
-		const int d = largest_dim(out, [&](int i) { return i != along; });
-		if (d >= 0)
-			split_same_dim(p, cmd, d, numel(cmd.operands[1]), elem_budget);
+		plan_arg_reduce(p, cmd, elem_budget, budget.chain_partials);
 	} else if (cmd.opcode == NEURON_OP_ADAM_STEP && cmd.num_operands == 5) {
 		// Elementwise over param, exp_avg, exp_avg_sq and grad (one shape); the step
 		// count (one element, operand 4) is read whole by every tile.
@@ -284,11 +320,13 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 {
 	for (int s = plan.splits - 1; s >= 0; --s) {
 		const TileSplit &sp = plan.split[s];
-		const int64_t i = static_cast<int64_t>(index % static_cast<uint64_t>(sp.count));
-		index /= static_cast<uint64_t>(sp.count);
+		// A two-pass split runs its chunks twice: index i and i + count are one chunk.
+		const uint64_t span = static_cast<uint64_t>(sp.count * sp.passes());
+		const int64_t i = static_cast<int64_t>(index % span % static_cast<uint64_t>(sp.count));
+		index /= span;
 		const int64_t offset = i * sp.chunk;
 		const int64_t len = std::min(sp.chunk, sp.size - offset);
-		if (sp.accumulate)
+		if (sp.carry == Carry::Accumulate || sp.carry == Carry::F32Partials)
 			accumulate_after_first(cmd, offset > 0);
 
 		for (int k = 0; k < cmd.num_operands; ++k) {

@@ -13,9 +13,12 @@
 // reduce; the indexing ops a dim other than the one they index; the Adam step any
 // dim of its four tensors (not the step count). Where a bf16/f16 output would round
 // the partial results of a K or reduced-dim split, they stay in f32 per chain
-// (chain_partials.h) when the runner keeps them (TileBudget::f32_partials). Left
-// whole (correct, only not preemptible): a softmax, log-softmax or arg-reduce over
-// one long row, and opcodes this file does not know (ops added later).
+// (chain_partials.h) when the runner keeps them (TileBudget::chain_partials). A
+// softmax, log-softmax or arg-reduce row longer than a tile is cut too (same flag):
+// a softmax chain runs the row's chunks twice (statistics, then results), an
+// arg-reduce chain carries each row's best element (kernels::gather_row_stats,
+// gather_arg_best). Left whole (correct, only not preemptible): an indexing op whose
+// only dim to split is the one it indexes, and opcodes this file does not know.
 //
 // Pure functions on private copies; no shared state, no locks.
 #pragma once
@@ -34,10 +37,22 @@ struct TileBudget {
 	uint64_t matmul_macs = 1ull << 26;       // multiply-adds per matmul tile
 	uint64_t elements = 1ull << 19;          // elements per cheap elementwise/copy/reduce tile
 	uint64_t transcendental_elements = 1ull << 17; // exp/gelu/silu/tanh/softmax
-	// Whoever runs the tiles keeps f32 partial results per chain (chain_partials.h),
-	// so a bf16/f16 output may be split where partial results add up. The kmd pump
-	// does not: its tiles are separate jobs.
-	bool f32_partials = true;
+	// Whoever runs the tiles keeps partial results per chain (chain_partials.h: f32
+	// sums for bf16/f16 outputs, softmax row statistics), so those ops may be split
+	// where their partial results carry from tile to tile. The kmd pump does not:
+	// its tiles are separate jobs.
+	bool chain_partials = true;
+};
+
+// What the tiles of a split carry from one to the next. A split that carries
+// anything is the plan's last (its index varies fastest), and its tiles form chains
+// (chain_length) that run in order, one thread at a time (tile_cursor.h).
+enum class Carry : uint8_t {
+	None,        // independent tiles
+	Accumulate,  // matmul K, a reduced dim: tiles past the first add into the output
+	F32Partials, // the same, into an f32 buffer per chain (bf16/f16 outputs; chain_partials.h)
+	RowStats,    // softmax rows: two passes over the chunks, statistics then results
+	ArgBest,     // arg-reduce rows: each row's best element so far, then its index
 };
 
 struct TileSplit {
@@ -45,8 +60,9 @@ struct TileSplit {
 	int64_t size = 1;             // extent of the split dim
 	int64_t chunk = 1;            // tile extent along it
 	int64_t count = 1;            // ceil(size / chunk)
-	bool accumulate = false;      // a matmul K split: tiles past the first add into the output
-	bool f32_partials = false;    // ... into an f32 buffer per chain (chain_partials.h)
+	Carry carry = Carry::None;
+	// Tiles per chunk: 2 for RowStats (each chunk is run once per pass), else 1.
+	int64_t passes() const { return carry == Carry::RowStats ? 2 : 1; }
 };
 
 struct TilePlan {
@@ -59,19 +75,22 @@ struct TilePlan {
 // run every tile on one thread (tile_cursor.h); the kmd pump's jobs likewise.
 TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads);
 
-// Tiles c*n .. c*n + n-1 form chain c, n = chain_length(plan): the tiles of a matmul's
-// K split that add into one output block, in order (the accumulate split is the
-// last, so it varies fastest). Chains are independent; without a K split n is 1.
-inline uint64_t chain_length(const TilePlan &plan)
+// The carry of the plan's chains (Carry::None without a carrying split).
+inline Carry plan_carry(const TilePlan &plan)
 {
-	const bool k_split = plan.splits > 0 && plan.split[plan.splits - 1].accumulate;
-	return k_split ? static_cast<uint64_t>(plan.split[plan.splits - 1].count) : 1;
+	return plan.splits > 0 ? plan.split[plan.splits - 1].carry : Carry::None;
 }
 
-// Whether the chains keep f32 partial results (chain_partials.h).
-inline bool has_f32_partials(const TilePlan &plan)
+// Tiles c*n .. c*n + n-1 form chain c, n = chain_length(plan): the tiles of the
+// carrying split (the last, so it varies fastest) for one block of the others, in
+// order: the K tiles adding into one output block, the chunks of one block of
+// rows. Chains are independent; without a carrying split n is 1.
+inline uint64_t chain_length(const TilePlan &plan)
 {
-	return plan.splits > 0 && plan.split[plan.splits - 1].f32_partials;
+	if (plan_carry(plan) == Carry::None)
+		return 1;
+	const TileSplit &last = plan.split[plan.splits - 1];
+	return static_cast<uint64_t>(last.count * last.passes());
 }
 
 // Floats of packed operand blocks a tiled MATMUL keeps (kernels::GemmPacks) at
@@ -80,7 +99,7 @@ uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan);
 
 // Narrows cmd (descriptors) and views (host pointers) to tile `index` of plan, in place.
 // Both must describe the whole command on entry (views resolved by resolve_operands).
-// Tiles of one command must run in index order (a K split accumulates).
+// Tiles of one chain must run in index order.
 void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, OperandViews &views);
 
 } // namespace neuron::chip

@@ -54,6 +54,33 @@ class GemmPacks; // gemm_packs.h
 std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads,
 			     GemmPacks *packs = nullptr);
 
+// SOFTMAX / LOG_SOFTMAX over rows longer than one tile (runtime/chip/tiling.h):
+// the chip cuts each row into chunks, narrows cmd and the views to one chunk (the
+// same rows, part of dim i[0]), and runs two passes over the chunks of a row block.
+// The first gathers each row's maximum and sum of exponentials into `stats` (one
+// per row of the block, in a fixed row order; start from RowStats{}), the second
+// writes the results. Single-threaded.
+struct RowStats {
+	float max = -__builtin_inff();
+	bool nan = false;
+	double sum = 0; // of exp(x - max)
+};
+std::optional<Fault> gather_row_stats(const neuron_cmd &cmd, const View &in, RowStats *stats);
+std::optional<Fault> apply_row_stats(const neuron_cmd &cmd, const View &out, const View &in, const RowStats *stats);
+
+// ARG_REDUCE over rows longer than one tile, likewise in one pass: each chunk of in
+// (its first element at `offset` along dim i[0]) updates every row's best element
+// so far (start from ArgBest{}), with ARG_REDUCE's rules (the first index on ties,
+// the first NaN); then the indexes are stored into out (whole, size 1 along the dim).
+struct ArgBest {
+	int64_t index = 0;
+	double value = 0;
+	bool have = false, nan = false;
+};
+std::optional<Fault> gather_arg_best(const neuron_cmd &cmd, const View &out, const View &in, int64_t offset,
+				     ArgBest *best);
+std::optional<Fault> store_arg_best(const neuron_cmd &cmd, const View &out, const View &in, const ArgBest *best);
+
 // Bytes per element of a dtype (0 for invalid).
 size_t dtype_size(uint8_t dtype);
 

@@ -349,6 +349,175 @@ Test(tiling, bf16_and_f16_sums_and_matmuls_keep_f32_partials, .fini = down, .tim
 	t[1].close();
 }
 
+// Softmax and log-softmax rows longer than a tile are cut along the row; each block
+// of rows runs its chunks twice, first gathering every row's max and sum of
+// exponentials, then writing (kernels::gather_row_stats). Checked against double
+// references, with rows along a strided dim too, a NaN row and a row of -inf (NaN
+// rows, as the whole-row kernels and PyTorch give), and bf16 in and out.
+Test(tiling, long_softmax_rows_run_in_two_passes, .fini = down, .timeout = 120)
+{
+	// 64 elements per softmax tile: a 700-element row is 11 chunks, 22 tiles.
+	start_daemon({"--tile-elements", "256"});
+	Tenant t;
+	t.open("rows", NEURON_TENANT_TRAINING, 1);
+	constexpr int64_t R = 4, L = 700;
+	std::vector<float> x = ramp(size_t(R * L), 13, 29);
+	for (int64_t j = 0; j < L; ++j) {
+		x[size_t(1 * L + j)] = float(j % 97) * 0.25f - 9.0f + (j == 500 ? 30.0f : 0.0f); // a late max
+		x[size_t(2 * L + j)] = j == 333 ? NAN : x[size_t(2 * L + j)];
+		x[size_t(3 * L + j)] = -INFINITY;
+	}
+	// reference(x row) for softmax or log-softmax, in double.
+	auto reference = [&](const std::vector<float> &v, int64_t row, int64_t stride, int64_t step, bool log) {
+		std::vector<double> y(static_cast<size_t>(L));
+		double m = -INFINITY;
+		bool nan = false;
+		for (int64_t j = 0; j < L; ++j) {
+			const double e = v[size_t(row * stride + j * step)];
+			nan = nan || std::isnan(e);
+			m = std::max(m, e);
+		}
+		double sum = 0;
+		for (int64_t j = 0; j < L; ++j)
+			sum += std::exp(double(v[size_t(row * stride + j * step)]) - m);
+		for (int64_t j = 0; j < L; ++j) {
+			const double e = v[size_t(row * stride + j * step)];
+			y[size_t(j)] = (nan || std::isinf(m)) ? NAN : log ? e - m - std::log(sum) : std::exp(e - m) / sum;
+		}
+		return y;
+	};
+	auto check = [&](const std::vector<float> &got, const std::vector<double> &want, const char *what) {
+		for (size_t i = 0; i < want.size(); ++i) {
+			if (std::isnan(want[i]) || std::isinf(want[i])) {
+				cr_assert(std::isnan(want[i]) ? std::isnan(got[i]) : double(got[i]) == want[i],
+					  "%s[%zu] = %g, expected %g", what, i, double(got[i]), want[i]);
+				continue;
+			}
+			cr_assert(std::fabs(got[i] - want[i]) <= 1e-5 * (1.0 + std::fabs(want[i])), "%s[%zu] = %.7g, expected %.7g",
+				  what, i, double(got[i]), want[i]);
+		}
+	};
+	const uint64_t dx = put(t, x), dy = t.alloc(x.size() * sizeof(float));
+	for (bool log : {false, true}) {
+		const char *what = log ? "log_softmax rows" : "softmax rows";
+		neuron_cmd c;
+		neuron_cmd_init(&c, log ? NEURON_OP_LOG_SOFTMAX : NEURON_OP_SOFTMAX, 2);
+		c.operands[0] = desc(dy, NEURON_DTYPE_F32, {R, L});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {R, L});
+		c.iscalars[0] = 1;
+		run_tiled(t, c, R * 22, what);
+		std::vector<double> want;
+		for (int64_t r = 0; r < R; ++r) {
+			const auto y = reference(x, r, L, 1, log);
+			want.insert(want.end(), y.begin(), y.end());
+		}
+		check(get<float>(t, dy, x.size()), want, what);
+		// The same data read as L x R, softmax along dim 0: rows with stride R.
+		c.operands[0] = desc(dy, NEURON_DTYPE_F32, {L, R});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {L, R});
+		c.iscalars[0] = 0;
+		run_tiled(t, c, R * 22, what);
+		const std::vector<float> got = get<float>(t, dy, x.size());
+		for (int64_t r = 0; r < R; ++r) {
+			const auto y = reference(x, r, 1, R, log);
+			std::vector<float> col(static_cast<size_t>(L));
+			for (int64_t j = 0; j < L; ++j)
+				col[size_t(j)] = got[size_t(j * R + r)];
+			check(col, y, what);
+		}
+	}
+	// bf16 in and out: one rounding of the f32 result.
+	std::vector<uint16_t> xb(static_cast<size_t>(L));
+	std::vector<float> xr(static_cast<size_t>(L));
+	for (int64_t j = 0; j < L; ++j) {
+		xb[size_t(j)] = to_half_bits(x[size_t(L + j)], NEURON_DTYPE_BF16);
+		xr[size_t(j)] = float(from_half_bits(xb[size_t(j)], NEURON_DTYPE_BF16));
+	}
+	const uint64_t dxb = put(t, xb), dyb = t.alloc(size_t(L) * 2);
+	neuron_cmd c;
+	neuron_cmd_init(&c, NEURON_OP_SOFTMAX, 2);
+	c.operands[0] = desc(dyb, NEURON_DTYPE_BF16, {L});
+	c.operands[1] = desc(dxb, NEURON_DTYPE_BF16, {L});
+	c.iscalars[0] = 0;
+	run_tiled(t, c, 22, "bf16 softmax row");
+	const std::vector<double> want = reference(xr, 0, L, 1, false);
+	const std::vector<uint16_t> got = get<uint16_t>(t, dyb, size_t(L));
+	for (int64_t j = 0; j < L; ++j) {
+		const double g = from_half_bits(got[size_t(j)], NEURON_DTYPE_BF16);
+		cr_assert(std::fabs(g - want[size_t(j)]) <= half_ulp_at(want[size_t(j)], NEURON_DTYPE_BF16) + 1e-30,
+			  "bf16 softmax[%lld] = %g, expected %g", (long long)j, g, want[size_t(j)]);
+	}
+	t.close();
+}
+
+// Arg-reduce rows longer than a tile are cut along the row; each chain carries its
+// rows' best element so far. PyTorch's rules hold across chunk boundaries: the
+// first index wins a tie (the max appears in several chunks), the first NaN wins
+// (one NaN in an early chunk, one later); rows along a strided dim; int32 too.
+Test(tiling, long_arg_reduce_rows_carry_the_best_so_far, .fini = down, .timeout = 120)
+{
+	// 256 elements per tile: 1000-element rows are 4 chunks.
+	start_daemon({"--tile-elements", "256"});
+	Tenant t;
+	t.open("argrows", NEURON_TENANT_TRAINING, 1);
+	constexpr int64_t R = 3, L = 1000;
+	std::vector<float> x = ramp(size_t(R * L), 17, 31);
+	x[size_t(0 * L + 300)] = 50.0f; // row 0: ties for the max in chunks 1 and 3
+	x[size_t(0 * L + 900)] = 50.0f;
+	x[size_t(0 * L + 10)] = -50.0f; // and for the min in chunks 0 and 2
+	x[size_t(0 * L + 600)] = -50.0f;
+	x[size_t(1 * L + 700)] = NAN; // row 1: two NaNs, the first in chunk 2
+	x[size_t(1 * L + 999)] = NAN;
+	x[size_t(2 * L + 999)] = 99.0f; // row 2: the max in the last element
+	auto reference = [&](int64_t row, int64_t stride, int64_t step, bool min) {
+		int64_t best = 0;
+		for (int64_t j = 0; j < L; ++j) {
+			const float v = x[size_t(row * stride + j * step)], b = x[size_t(row * stride + best * step)];
+			if (std::isnan(b))
+				break;
+			if (std::isnan(v) || (min ? v < b : v > b))
+				best = j;
+		}
+		return best;
+	};
+	const uint64_t dx = put(t, x), dout = t.alloc(R * sizeof(int64_t));
+	for (bool min : {false, true}) {
+		const char *what = min ? "argmin rows" : "argmax rows";
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_ARG_REDUCE, 2);
+		c.operands[0] = desc(dout, NEURON_DTYPE_I64, {R, 1});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {R, L});
+		c.iscalars[0] = 1;
+		c.iscalars[1] = min ? 1 : 0;
+		run_tiled(t, c, R * 4, what);
+		const std::vector<int64_t> got = get<int64_t>(t, dout, R);
+		for (int64_t r = 0; r < R; ++r)
+			cr_assert_eq(got[size_t(r)], reference(r, L, 1, min), "%s[%lld] = %lld, expected %lld", what,
+				     (long long)r, (long long)got[size_t(r)], (long long)reference(r, L, 1, min));
+		// The same data as L x R, reduced along dim 0: rows with stride R.
+		c.operands[0] = desc(dout, NEURON_DTYPE_I64, {1, R});
+		c.operands[1] = desc(dx, NEURON_DTYPE_F32, {L, R});
+		c.iscalars[0] = 0;
+		run_tiled(t, c, R * 4, what);
+		const std::vector<int64_t> col = get<int64_t>(t, dout, R);
+		for (int64_t r = 0; r < R; ++r)
+			cr_assert_eq(col[size_t(r)], reference(r, 1, R, min), "%s along dim 0 [%lld] = %lld, expected %lld",
+				     what, (long long)r, (long long)col[size_t(r)], (long long)reference(r, 1, R, min));
+	}
+	std::vector<int32_t> xi(static_cast<size_t>(L));
+	for (int64_t j = 0; j < L; ++j)
+		xi[size_t(j)] = int32_t((j * 7919) % 1009);
+	xi[size_t(L - 1)] = 5000;
+	const uint64_t dxi = put(t, xi);
+	neuron_cmd c;
+	neuron_cmd_init(&c, NEURON_OP_ARG_REDUCE, 2);
+	c.operands[0] = desc(dout, NEURON_DTYPE_I64, {1});
+	c.operands[1] = desc(dxi, NEURON_DTYPE_I32, {L});
+	run_tiled(t, c, 4, "int32 argmax");
+	cr_assert_eq(get<int64_t>(t, dout, 1)[0], L - 1, "int32 argmax");
+	t.close();
+}
+
 // Reductions with no kept dim to split (a sum of everything), or too few outputs,
 // are cut along a reduced dim too: later tiles add into (max with) the output.
 Test(tiling, reductions_of_everything_are_tiled_and_exact, .fini = down, .timeout = 120)

@@ -150,6 +150,7 @@ std::optional<kernels::Fault> execute_tile(ChainPartials &partials, const TilePl
 	case Carry::ArgBest:
 		return execute_arg_pass(partials, plan, index, tile, views);
 	case Carry::None:
+	case Carry::Ordered:
 	case Carry::Accumulate:
 		break;
 	}

@@ -208,43 +208,77 @@ void plan_arg_reduce(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool c
 		p.split[before].carry = Carry::ArgBest;
 }
 
-// Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. Every output element is written
-// by exactly one tile when the split dim d is not D (the adds would otherwise sum one
-// output element over several tiles, in another order than the whole op does).
-// `drive` is the operand whose extent along d is split; every other operand split
-// along d has at least that extent there (the op's shape rules), so narrowing it to
-// the same block is exact.
+// Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. First a dim d other than D:
+// every output element is written by exactly one tile (with d = D the adds would
+// sum one output element over several tiles). `drive` is the operand whose extent
+// along d is split; every other operand split along d has at least that extent
+// there (the op's shape rules), so narrowing it to the same block is exact.
+// If tiles are still too big (D is the only long dim: a 1-d index_select or
+// index_add), D too, last: the index positions j in chunks, one ordered chain per
+// block (Carry::Ordered), so the writes to each output element come in the whole
+// op's order (j ascending; adds sum in that order, copies let the last one win).
 void plan_indexing(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 {
 	const int D = static_cast<int>(cmd.iscalars[0]);
 	int drive = 0;                       // INDEX_SELECT, GATHER: the output
 	bool split[NEURON_MAX_OPERANDS] = {}; // operands that share the output's dims
+	// Along D: each operand's dim that follows the index positions j (-1: whole).
+	int along[NEURON_MAX_OPERANDS] = {-1, -1, -1, -1, -1, -1};
+	int positions = 0; // the operand whose extent along its `along` dim is the count of j
 	switch (cmd.opcode) {
-	case NEURON_OP_INDEX_SELECT: split[0] = split[1] = true; break;              // out, in (index: 1-d)
-	case NEURON_OP_GATHER: split[0] = split[1] = split[2] = true; break;        // out, in, index
-	case NEURON_OP_INDEX_ADD: split[0] = split[2] = true; drive = 2; break;     // out, src (index: 1-d)
-	case NEURON_OP_SCATTER_ADD: split[0] = split[1] = split[2] = true; drive = 2; break; // out, index, src
-	default: return;
+	case NEURON_OP_INDEX_SELECT: // out, in, index[1-d]
+		split[0] = split[1] = true;
+		along[0] = D, along[2] = 0, positions = 2;
+		break;
+	case NEURON_OP_GATHER: // out, in, index (out's shape)
+		split[0] = split[1] = split[2] = true;
+		along[0] = along[2] = D, positions = 2;
+		break;
+	case NEURON_OP_INDEX_ADD: // out, index[1-d], src
+		split[0] = split[2] = true;
+		drive = 2;
+		along[1] = 0, along[2] = D, positions = 1;
+		break;
+	case NEURON_OP_SCATTER_ADD: // out, index, src (index has src's shape)
+		split[0] = split[1] = split[2] = true;
+		drive = 2;
+		along[1] = along[2] = D, positions = 1;
+		break;
+	default:
+		return;
 	}
 	const neuron_tensor_desc &dv = cmd.operands[drive];
+	bool same_rank = true;
 	for (int k = 0; k < cmd.num_operands; ++k)
-		if (split[k] && cmd.operands[k].ndim != dv.ndim)
-			return;
-	const int d = largest_dim(dv, [&](int i) { return i != D; });
-	if (d < 0)
-		return;
-	for (int k = 0; k < cmd.num_operands; ++k)
-		if (split[k] && cmd.operands[k].sizes[d] < dv.sizes[d])
-			return;
+		same_rank = same_rank && (!split[k] || cmd.operands[k].ndim == dv.ndim);
+	const int d = same_rank ? largest_dim(dv, [&](int i) { return i != D; }) : -1;
+	bool fits = d >= 0;
+	for (int k = 0; k < cmd.num_operands && fits; ++k)
+		fits = !split[k] || cmd.operands[k].sizes[d] >= dv.sizes[d];
 	const uint64_t want = (numel(dv) + budget - 1) / std::max<uint64_t>(budget, 1);
 	if (want <= 1)
 		return;
-	int dims[NEURON_MAX_OPERANDS];
-	std::fill(std::begin(dims), std::end(dims), -1);
+	if (fits) {
+		int dims[NEURON_MAX_OPERANDS];
+		std::fill(std::begin(dims), std::end(dims), -1);
+		for (int k = 0; k < cmd.num_operands; ++k)
+			if (split[k])
+				dims[k] = d;
+		add_split(p, dims, dv.sizes[d], (dv.sizes[d] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+	}
+	const uint64_t per_tile = numel(dv) / p.tiles;
+	const neuron_tensor_desc &ix = cmd.operands[positions];
+	if (per_tile <= budget || dv.ndim == 0 || ix.ndim == 0)
+		return;
+	const int64_t count = ix.sizes[along[positions]];
 	for (int k = 0; k < cmd.num_operands; ++k)
-		if (split[k])
-			dims[k] = d;
-	add_split(p, dims, dv.sizes[d], (dv.sizes[d] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+		if (along[k] >= 0 && (along[k] >= cmd.operands[k].ndim || cmd.operands[k].sizes[along[k]] != count))
+			return;
+	const uint64_t more = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
+	const int before = p.splits;
+	add_split(p, along, count, (count + static_cast<int64_t>(more) - 1) / static_cast<int64_t>(more));
+	if (p.splits > before)
+		p.split[before].carry = Carry::Ordered;
 }
 
 // The accumulate split's tiles (the last split, so narrowed first, on the whole

@@ -17,8 +17,9 @@
 // softmax, log-softmax or arg-reduce row longer than a tile is cut too (same flag):
 // a softmax chain runs the row's chunks twice (statistics, then results), an
 // arg-reduce chain carries each row's best element (kernels::gather_row_stats,
-// gather_arg_best). Left whole (correct, only not preemptible): an indexing op whose
-// only dim to split is the one it indexes, and opcodes this file does not know.
+// gather_arg_best). An indexing op is cut along the dim it indexes too, as an
+// ordered chain, if its other dims leave tiles too big. Left whole (correct, only
+// not preemptible): opcodes this file does not know.
 //
 // Pure functions on private copies; no shared state, no locks.
 #pragma once
@@ -49,6 +50,7 @@ struct TileBudget {
 // (chain_length) that run in order, one thread at a time (tile_cursor.h).
 enum class Carry : uint8_t {
 	None,        // independent tiles
+	Ordered,     // the index positions of an indexing op: only the order of the writes
 	Accumulate,  // matmul K, a reduced dim: tiles past the first add into the output
 	F32Partials, // the same, into an f32 buffer per chain (bf16/f16 outputs; chain_partials.h)
 	RowStats,    // softmax rows: two passes over the chunks, statistics then results

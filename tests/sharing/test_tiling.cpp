@@ -518,6 +518,86 @@ Test(tiling, long_arg_reduce_rows_carry_the_best_so_far, .fini = down, .timeout 
 	t.close();
 }
 
+// Indexing ops whose only long dim is the indexed one are cut along the index
+// positions j, as one ordered chain: adds sum in the whole op's order (f32 results
+// equal to a sequential host loop, bit for bit), copies let the last duplicate win
+// across chunks, selects and gathers read anywhere in their input. An index out of
+// range in a late chunk faults the command and names it.
+Test(tiling, one_dim_indexing_runs_as_an_ordered_chain, .fini = down, .timeout = 120)
+{
+	// 1000 positions: 4 chunks, on 3 host threads (only the chain keeps them in order).
+	start_daemon({"--tile-elements", "256", "--threads-per-core", "3"});
+	Tenant t;
+	t.open("ix1d", NEURON_TENANT_TRAINING, 1);
+	constexpr int64_t N = 1000, M = 37; // positions, out/in extent
+	std::vector<int64_t> idx(static_cast<size_t>(N));
+	for (int64_t j = 0; j < N; ++j)
+		idx[size_t(j)] = (j * 11 + j / 7) % M; // every slot many times, across chunks
+	const std::vector<float> src = ramp(size_t(N), 7, 23), in = ramp(size_t(M), 5, 13);
+	const std::vector<float> out0 = ramp(size_t(M), 3, 11);
+	const uint64_t didx = put(t, idx), dsrc = put(t, src), din = put(t, in);
+	auto op = [&](uint16_t code, uint64_t out, int64_t out_n, uint64_t a, int64_t a_n, uint64_t b, int64_t b_n,
+		      int b_dtype) {
+		neuron_cmd c;
+		neuron_cmd_init(&c, code, 3);
+		c.operands[0] = desc(out, NEURON_DTYPE_F32, {out_n});
+		c.operands[1] = desc(a, code == NEURON_OP_INDEX_SELECT || code == NEURON_OP_GATHER ? NEURON_DTYPE_F32 : NEURON_DTYPE_I64, {a_n});
+		c.operands[2] = desc(b, b_dtype, {b_n});
+		c.iscalars[0] = 0;
+		return c;
+	};
+	{ // index_add and scatter_add: out[idx[j]] += src[j]
+		for (uint16_t code : {NEURON_OP_INDEX_ADD, NEURON_OP_SCATTER_ADD}) {
+			const uint64_t dout = put(t, out0);
+			run_tiled(t, op(code, dout, M, didx, N, dsrc, N, NEURON_DTYPE_F32), 4, "1-d add");
+			std::vector<float> want = out0;
+			for (int64_t j = 0; j < N; ++j) // the kernel adds in double and rounds each add
+				want[size_t(idx[size_t(j)])] = float(double(want[size_t(idx[size_t(j)])]) + double(src[size_t(j)]));
+			const std::vector<float> got = get<float>(t, dout, size_t(M));
+			for (int64_t k = 0; k < M; ++k)
+				cr_assert_eq(got[size_t(k)], want[size_t(k)], "%s[%lld] = %.9g, expected %.9g",
+					     code == NEURON_OP_INDEX_ADD ? "index_add" : "scatter_add", (long long)k,
+					     double(got[size_t(k)]), double(want[size_t(k)]));
+		}
+	}
+	{ // index_copy and scatter: out[idx[j]] = src[j], the last j wins
+		for (uint16_t code : {NEURON_OP_INDEX_COPY, NEURON_OP_SCATTER}) {
+			const uint64_t dout = put(t, out0);
+			run_tiled(t, op(code, dout, M, didx, N, dsrc, N, NEURON_DTYPE_F32), 4, "1-d copy");
+			std::vector<float> want = out0;
+			for (int64_t j = 0; j < N; ++j)
+				want[size_t(idx[size_t(j)])] = src[size_t(j)];
+			const std::vector<float> got = get<float>(t, dout, size_t(M));
+			for (int64_t k = 0; k < M; ++k)
+				cr_assert_eq(got[size_t(k)], want[size_t(k)], "1-d copy[%lld]", (long long)k);
+		}
+	}
+	{ // index_select and gather: out[j] = in[idx[j]]
+		for (uint16_t code : {NEURON_OP_INDEX_SELECT, NEURON_OP_GATHER}) {
+			const uint64_t dout = t.alloc(uint64_t(N) * 4);
+			run_tiled(t, op(code, dout, N, din, M, didx, N, NEURON_DTYPE_I64), 4, "1-d select");
+			const std::vector<float> got = get<float>(t, dout, size_t(N));
+			for (int64_t j = 0; j < N; ++j)
+				cr_assert_eq(got[size_t(j)], in[size_t(idx[size_t(j)])], "1-d select[%lld]", (long long)j);
+		}
+	}
+	{ // an index out of range in the last chunk
+		std::vector<int64_t> bad = idx;
+		bad[size_t(N - 3)] = M + 5;
+		const uint64_t dbad = put(t, bad), dout = put(t, out0);
+		const neuron_cmd c = op(NEURON_OP_INDEX_ADD, dout, M, dbad, N, dsrc, N, NEURON_DTYPE_F32);
+		uint64_t seq;
+		cr_assert(neuron_submit(t.cores[0], &c, &seq) == NEURON_OK, "%s", neuron_last_error());
+		cr_assert(neuron_queue_wait(t.cores[0], seq, 60'000'000'000) == NEURON_ERR_FAULT,
+			  "a bad index in the last chunk did not fault the command");
+		neuron_fault f;
+		cr_assert(neuron_queue_fault(t.cores[0], &f) == NEURON_OK);
+		cr_assert(std::strstr(f.reason, std::to_string(M + 5).c_str()) != nullptr, "the fault does not name the index: %s",
+			  f.reason);
+	}
+	t.close();
+}
+
 // Reductions with no kept dim to split (a sum of everything), or too few outputs,
 // are cut along a reduced dim too: later tiles add into (max with) the output.
 Test(tiling, reductions_of_everything_are_tiled_and_exact, .fini = down, .timeout = 120)

@@ -123,7 +123,9 @@ enum neuron_opcode {
 	NEURON_OP_LOG_SOFTMAX = 27,
 	/*
 	 * Indexing along dim i[0]; index tensors are i32 or i64 and every index must
-	 * lie in [0, size of that dim) (an index outside faults the command).
+	 * lie in [0, size of that dim) (an index outside faults the command; a
+	 * command the chip cuts into tiles stops at the first tile that has one, and
+	 * the tiles before it have written, as a device-side assert on a GPU).
 	 * INDEX_SELECT (out, in, index[1-d]): out[.., j, ..] = in[.., index[j], ..]
 	 * INDEX_ADD    (out, index[1-d], src): out[.., index[j], ..] += src[.., j, ..]
 	 * GATHER       (out, in, index):  out[i][j] = in[i][index[i][j]] (dim 1), index has out's shape
@@ -166,7 +168,7 @@ enum neuron_opcode {
 	/*
 	 * The copying forms of INDEX_ADD and SCATTER_ADD, same operands, shapes and
 	 * index rules (dim i[0]; an index outside the dim faults the command before
-	 * anything is written); any dtype, bool included.
+	 * the tile that holds it writes anything); any dtype, bool included.
 	 * INDEX_COPY (out, index[1-d], src): out[.., index[j], ..] = src[.., j, ..]
 	 * SCATTER    (out, index, src):      out[i][index[i][j]] = src[i][j] (dim 1)
 	 * Writes run in index order (j ascending; SCATTER: src's elements in row-major

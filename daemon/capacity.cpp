@@ -284,6 +284,8 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 			const auto tiles = k.tile_ns.snapshot();
 			ci->set_tile_p99_ns(chip::LatencyHistogram::percentile(tiles, 0.99));
 			ci->set_tile_p999_ns(chip::LatencyHistogram::percentile(tiles, 0.999));
+			ci->set_tile_cpu_p999_ns(chip::LatencyHistogram::percentile(k.tile_cpu_ns.snapshot(), 0.999));
+			ci->set_tiles_over_1ms_cpu(k.tiles_over_1ms_cpu.load(std::memory_order_relaxed));
 			ci->set_last_reclaim_ns(l.last_reclaim_ns);
 			if (auto it = active_loan.find({d, c}); it != active_loan.end())
 				ci->set_loan_id(it->second);

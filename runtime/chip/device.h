@@ -36,6 +36,11 @@ struct CoreCounters {
 	// Wall times of the tiles of tiled commands: percentiles tell the tiling's bound
 	// apart from the odd tile a busy host stretched (which the maximum reports).
 	LatencyHistogram tile_ns;
+	// The same tiles' CPU times, and how many took more than 1 ms of it: the rare
+	// long ones are hard to tell from a host that stole the vCPU (the test VMs do
+	// not account steal time), a distribution is not.
+	LatencyHistogram tile_cpu_ns;
+	std::atomic<uint64_t> tiles_over_1ms_cpu{0};
 	std::atomic<uint64_t> last_tenant{0};  // tenant of the latest tile (0: none yet)
 	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
 };

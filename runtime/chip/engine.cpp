@@ -311,10 +311,8 @@ Engine::Outcome Engine::run_tile(LogicalCore &l, const LogicalCore::InFlight &f,
 	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
 	l.tiles.fetch_add(1, std::memory_order_relaxed);
 	store_max(counters_.max_tile_ns, wall_ns);
-	if (tiled) {
-		counters_.tile_ns.record(wall_ns);
-		store_max(counters_.max_tile_cpu_ns, thread_cpu_ns() - cpu_start);
-	}
+	if (tiled)
+		record_tile(wall_ns, thread_cpu_ns() - cpu_start);
 	return Outcome::of(Outcome::Done);
 }
 
@@ -328,9 +326,18 @@ bool Engine::run_prefault_step(Prefault::Chunk &chunk, uint64_t &wall_ns)
 		return false;
 	wall_ns = monotonic_ns() - start;
 	store_max(counters_.max_tile_ns, wall_ns);
-	counters_.tile_ns.record(wall_ns);
-	store_max(counters_.max_tile_cpu_ns, thread_cpu_ns() - cpu_start);
+	record_tile(wall_ns, thread_cpu_ns() - cpu_start);
 	return true;
+}
+
+// Telemetry of one unit of a tiled command (a tile or a prefault step).
+void Engine::record_tile(uint64_t wall_ns, uint64_t cpu_ns)
+{
+	counters_.tile_ns.record(wall_ns);
+	counters_.tile_cpu_ns.record(cpu_ns);
+	store_max(counters_.max_tile_cpu_ns, cpu_ns);
+	if (cpu_ns > 1'000'000)
+		counters_.tiles_over_1ms_cpu.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Charges `wall_ns` of this core's time to l: utilisation and fair share.

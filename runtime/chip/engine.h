@@ -75,6 +75,7 @@ private:
 	Outcome run_whole(LogicalCore &l, LogicalCore::InFlight &f, Queue &q);
 	Outcome run_tiles(LogicalCore &l, LogicalCore::InFlight &f, Queue &q);
 	bool run_prefault_step(Prefault::Chunk &chunk, uint64_t &wall_ns);
+	void record_tile(uint64_t wall_ns, uint64_t cpu_ns);
 	Outcome run_tile(LogicalCore &l, const LogicalCore::InFlight &f, Queue &q, uint64_t index, int threads,
 			 uint64_t &wall_ns);
 	void charge(LogicalCore &l, uint64_t wall_ns);

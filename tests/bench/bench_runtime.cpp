@@ -287,16 +287,23 @@ int main(int argc, char **argv)
 		get.mutable_get_capacity();
 		neuron::api::Response r;
 		if (rc.connect(socket) && rc.call(hello, &r) && rc.call(get, &r) && r.has_capacity()) {
-			uint64_t cpu = 0, wall = 0, p999 = 0;
+			uint64_t cpu = 0, wall = 0, p999 = 0, cpu_p999 = 0, over = 0, tiles = 0;
 			for (const auto &k : r.capacity().cores()) {
 				cpu = std::max<uint64_t>(cpu, k.max_tile_cpu_ns());
 				wall = std::max<uint64_t>(wall, k.max_tile_ns());
 				p999 = std::max<uint64_t>(p999, k.tile_p999_ns());
+				cpu_p999 = std::max<uint64_t>(cpu_p999, k.tile_cpu_p999_ns());
+				over += k.tiles_over_1ms_cpu();
+				tiles += k.tiles();
 			}
 			std::printf("%-44s %10.3fms %12s %6s %s\n", "matmul tile time p99.9, wall", double(p999) / 1e6, "-", "-",
 				    p999 <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
-			std::printf("%-44s %10.3fms %12s %6s %s\n", "longest matmul tile, engine CPU time", double(cpu) / 1e6,
-				    "-", "-", cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+			std::printf("%-44s %10.3fms %12s %6s %s\n", "matmul tile time p99.9, engine CPU time",
+				    double(cpu_p999) / 1e6, "-", "-", cpu_p999 <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+			std::printf("%-44s %10.3fms %12s %6s %s (%llu of %llu tiles over 1 ms)\n",
+				    "longest matmul tile, engine CPU time", double(cpu) / 1e6, "-", "-",
+				    cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met", (unsigned long long)over,
+				    (unsigned long long)tiles);
 			std::printf("%-44s %10.3fms %12s %6s %s\n", "longest matmul tile, wall time", double(wall) / 1e6, "-",
 				    "-", "(+ host preemption on a busy machine)");
 		}

@@ -288,11 +288,14 @@ int main(int argc, char **argv)
 	t.halt();
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
 	const auto alone = inference_latency(inf, ibuf, reps * 3);
-	uint64_t max_tile = 0, max_tile_cpu = 0, tile_p99 = 0, tile_p999 = 0;
+	uint64_t max_tile = 0, max_tile_cpu = 0, tile_p99 = 0, tile_p999 = 0, cpu_p999 = 0, over_1ms = 0, tiles = 0;
 	const api::CapacityReply cap = capacity();
 	for (const auto &c : cap.cores()) {
 		max_tile = std::max<uint64_t>(max_tile, c.max_tile_ns());
 		max_tile_cpu = std::max<uint64_t>(max_tile_cpu, c.max_tile_cpu_ns());
+		cpu_p999 = std::max<uint64_t>(cpu_p999, c.tile_cpu_p999_ns());
+		over_1ms += c.tiles_over_1ms_cpu();
+		tiles += c.tiles();
 		tile_p99 = std::max<uint64_t>(tile_p99, c.tile_p99_ns());
 		tile_p999 = std::max<uint64_t>(tile_p999, c.tile_p999_ns());
 	}
@@ -313,8 +316,12 @@ int main(int argc, char **argv)
 		    without, with / without, "(2 cores vs 1; the host has 2 shared CPUs)");
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "tile time p99 / p99.9, wall", double(tile_p99) / 1e6, "-", "-", "");
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "", double(tile_p999) / 1e6, "-", "-", "");
-	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, engine CPU time (preemption bound)",
-		    double(max_tile_cpu) / 1e6, "-", "-", max_tile_cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met");
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "tile time p99.9, engine CPU time", double(cpu_p999) / 1e6, "-", "-",
+		    "");
+	std::printf("%-58s %10.3fms %12s %8s %s (%llu of %llu tiles over 1 ms)\n",
+		    "longest tile, engine CPU time (preemption bound)", double(max_tile_cpu) / 1e6, "-", "-",
+		    max_tile_cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met", (unsigned long long)over_1ms,
+		    (unsigned long long)tiles);
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, wall time (+ host preemption)", double(max_tile) / 1e6,
 		    "-", "-", "(a loaded host adds its time slices)");
 	train.close();

@@ -86,6 +86,21 @@ std::optional<kernels::Fault> execute_with_partials(ChainPartials &partials, con
 	return f;
 }
 
+// Chain `chain`'s per-row state, `rows` of T, default-constructed at the chain's
+// first tile (`first`); nullptr when host memory ran out.
+template <class T> T *row_state(ChainPartials &partials, uint64_t chain, size_t rows, bool first)
+{
+	T *state;
+	try {
+		state = static_cast<T *>(partials.get(chain, rows * sizeof(T)));
+	} catch (const std::bad_alloc &) {
+		return nullptr;
+	}
+	if (first)
+		std::uninitialized_default_construct_n(state, rows);
+	return state;
+}
+
 // Carry::RowStats.
 std::optional<kernels::Fault> execute_row_pass(ChainPartials &partials, const TilePlan &plan, uint64_t index,
 					       const neuron_cmd &tile, const OperandViews &views)
@@ -95,14 +110,9 @@ std::optional<kernels::Fault> execute_row_pass(ChainPartials &partials, const Ti
 	const neuron_tensor_desc &in = tile.operands[1];
 	const int64_t along = in.sizes[tile.iscalars[0]];
 	const size_t rows = static_cast<size_t>(kernels::numel(in) / static_cast<uint64_t>(std::max<int64_t>(along, 1)));
-	kernels::RowStats *stats;
-	try {
-		stats = static_cast<kernels::RowStats *>(partials.get(chain, rows * sizeof(kernels::RowStats)));
-	} catch (const std::bad_alloc &) {
+	kernels::RowStats *stats = row_state<kernels::RowStats>(partials, chain, rows, pos == 0); // max -inf, sum 0
+	if (!stats)
 		return kernels::Fault{NEURON_FAULT_EXEC, "out of host memory for a tile's row statistics"};
-	}
-	if (pos == 0)
-		std::uninitialized_default_construct_n(stats, rows); // max -inf, sum 0
 	if (pos < chunks)
 		return kernels::gather_row_stats(tile, views[1], stats);
 	auto f = kernels::apply_row_stats(tile, views[0], views[1], stats);
@@ -118,14 +128,9 @@ std::optional<kernels::Fault> execute_arg_pass(ChainPartials &partials, const Ti
 	const TileSplit &split = plan.split[plan.splits - 1];
 	const uint64_t n = chain_length(plan), chain = index / n, pos = index % n;
 	const size_t rows = static_cast<size_t>(kernels::numel(tile.operands[0]));
-	kernels::ArgBest *best;
-	try {
-		best = static_cast<kernels::ArgBest *>(partials.get(chain, rows * sizeof(kernels::ArgBest)));
-	} catch (const std::bad_alloc &) {
+	kernels::ArgBest *best = row_state<kernels::ArgBest>(partials, chain, rows, pos == 0);
+	if (!best)
 		return kernels::Fault{NEURON_FAULT_EXEC, "out of host memory for a tile's arg-reduce state"};
-	}
-	if (pos == 0)
-		std::uninitialized_default_construct_n(best, rows);
 	const int64_t offset = static_cast<int64_t>(pos) * split.chunk;
 	if (auto f = kernels::gather_arg_best(tile, views[0], views[1], offset, best))
 		return f;

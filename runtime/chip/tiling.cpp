@@ -59,6 +59,20 @@ void split_same_dim(TilePlan &p, const neuron_cmd &cmd, int d, uint64_t work, ui
 	add_split(p, dims, size, (size + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
 }
 
+// Adds the carrying split, the plan's last: dim `dims` (extent `size`) cut so that
+// each tile holds about `budget` of the `per_tile` work a tile holds so far.
+void add_carry_split(TilePlan &p, const int (&dims)[NEURON_MAX_OPERANDS], int64_t size, uint64_t per_tile,
+		     uint64_t budget, Carry carry)
+{
+	const int64_t want = static_cast<int64_t>((per_tile + budget - 1) / std::max<uint64_t>(budget, 1));
+	const int before = p.splits;
+	add_split(p, dims, size, (size + want - 1) / want);
+	if (p.splits > before) {
+		p.split[before].carry = carry;
+		p.tiles *= static_cast<uint64_t>(p.split[before].passes());
+	}
+}
+
 // The largest dim of the output that `allowed` accepts, or -1.
 template <typename F> int largest_dim(const neuron_tensor_desc &out, F allowed)
 {
@@ -153,12 +167,8 @@ void plan_reduction(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool pa
 	const int r = largest_dim(in, [&](int i) { return (mask >> i & 1) != 0; });
 	if (r < 0)
 		return;
-	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
 	const int dims[NEURON_MAX_OPERANDS] = {-1, r, -1, -1, -1, -1};
-	const int before = p.splits;
-	add_split(p, dims, in.sizes[r], (in.sizes[r] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
-	if (p.splits > before)
-		p.split[before].carry = exact ? Carry::Accumulate : Carry::F32Partials;
+	add_carry_split(p, dims, in.sizes[r], per_tile, budget, exact ? Carry::Accumulate : Carry::F32Partials);
 }
 
 // SOFTMAX / LOG_SOFTMAX along dim D = i[0]: blocks of whole rows (a dim other than
@@ -175,14 +185,8 @@ void plan_softmax(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool stat
 	const uint64_t per_tile = work / p.tiles;
 	if (!stats || per_tile <= budget || out.ndim == 0 || out.sizes[along] <= 1)
 		return;
-	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
 	const int dims[NEURON_MAX_OPERANDS] = {static_cast<int>(along), static_cast<int>(along), -1, -1, -1, -1};
-	const int before = p.splits;
-	add_split(p, dims, out.sizes[along], (out.sizes[along] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
-	if (p.splits > before) {
-		p.split[before].carry = Carry::RowStats;
-		p.tiles *= 2;
-	}
+	add_carry_split(p, dims, out.sizes[along], per_tile, budget, Carry::RowStats);
 }
 
 // ARG_REDUCE along dim D = i[0]: like softmax, blocks of whole rows (out keeps D
@@ -200,12 +204,8 @@ void plan_arg_reduce(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool c
 	const uint64_t per_tile = work / p.tiles;
 	if (!carry || per_tile <= budget || in.ndim == 0 || in.sizes[along] <= 1)
 		return;
-	const uint64_t want = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
 	const int dims[NEURON_MAX_OPERANDS] = {-1, static_cast<int>(along), -1, -1, -1, -1};
-	const int before = p.splits;
-	add_split(p, dims, in.sizes[along], (in.sizes[along] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
-	if (p.splits > before)
-		p.split[before].carry = Carry::ArgBest;
+	add_carry_split(p, dims, in.sizes[along], per_tile, budget, Carry::ArgBest);
 }
 
 // Indexing ops (cmd.h, ISA 1.1) along dim D = i[0]. First a dim d other than D:
@@ -274,11 +274,7 @@ void plan_indexing(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 	for (int k = 0; k < cmd.num_operands; ++k)
 		if (along[k] >= 0 && (along[k] >= cmd.operands[k].ndim || cmd.operands[k].sizes[along[k]] != count))
 			return;
-	const uint64_t more = (per_tile + budget - 1) / std::max<uint64_t>(budget, 1);
-	const int before = p.splits;
-	add_split(p, along, count, (count + static_cast<int64_t>(more) - 1) / static_cast<int64_t>(more));
-	if (p.splits > before)
-		p.split[before].carry = Carry::Ordered;
+	add_carry_split(p, along, count, per_tile, budget, Carry::Ordered);
 }
 
 // The accumulate split's tiles (the last split, so narrowed first, on the whole

@@ -50,6 +50,17 @@ template <class Fn> Result each_row(const neuron_cmd &cmd, const View *out, cons
 
 bool is_log(const neuron_cmd &cmd) { return cmd.opcode == NEURON_OP_LOG_SOFTMAX; }
 
+// A float buffer for one chunk of a row.
+Result row_buffer(std::vector<float> &x, int64_t len)
+{
+	try {
+		x.resize(static_cast<size_t>(len));
+	} catch (const std::bad_alloc &) {
+		return detail::exec_fault("softmax: out of host memory for a row buffer");
+	}
+	return std::nullopt;
+}
+
 } // namespace
 
 std::optional<Fault> gather_row_stats(const neuron_cmd &cmd, const View &in, RowStats *stats)
@@ -58,11 +69,8 @@ std::optional<Fault> gather_row_stats(const neuron_cmd &cmd, const View &in, Row
 	const int64_t len = in.ndim == 0 ? 1 : in.sizes[dim];
 	const int64_t step = in.ndim == 0 ? 0 : in.strides[dim] * static_cast<int64_t>(dtype_size(in.dtype));
 	std::vector<float> x;
-	try {
-		x.resize(static_cast<size_t>(len));
-	} catch (const std::bad_alloc &) {
-		return detail::exec_fault("softmax: out of host memory for a row buffer");
-	}
+	if (auto f = row_buffer(x, len))
+		return f;
 	const bool log = is_log(cmd);
 	return each_row(cmd, nullptr, in, [&](int64_t r, std::byte *, const std::byte *row) {
 		RowStats &st = stats[r];
@@ -96,11 +104,8 @@ std::optional<Fault> apply_row_stats(const neuron_cmd &cmd, const View &out, con
 	const int64_t istep = in.ndim == 0 ? 0 : in.strides[dim] * static_cast<int64_t>(dtype_size(in.dtype));
 	const int64_t ostep = out.ndim == 0 ? 0 : out.strides[dim] * static_cast<int64_t>(dtype_size(out.dtype));
 	std::vector<float> x;
-	try {
-		x.resize(static_cast<size_t>(len));
-	} catch (const std::bad_alloc &) {
-		return detail::exec_fault("softmax: out of host memory for a row buffer");
-	}
+	if (auto f = row_buffer(x, len))
+		return f;
 	const bool log = is_log(cmd);
 	constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 	return each_row(cmd, &out, in, [&](int64_t r, std::byte *orow, const std::byte *row) {

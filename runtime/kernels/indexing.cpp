@@ -110,6 +110,17 @@ template <class F> void slice_runs(const View &a, std::byte *abase, const View &
 	for_each_run(it, 0, it.numel, [&](std::byte *const *p, const int64_t *s, int64_t n) { f(p[0], p[1], s[0], s[1], n); });
 }
 
+// For j ascending: f on the runs of out's slice index[j] and src's slice j along
+// dim (INDEX_ADD, INDEX_COPY; indices already checked).
+template <class F> void each_indexed_slice(const View &out, const View &ix, const View &src, int dim, int64_t count, F &&f)
+{
+	const int64_t oes = static_cast<int64_t>(dtype_size(out.dtype)), ses = static_cast<int64_t>(dtype_size(src.dtype));
+	for (int64_t j = 0; j < count; ++j) {
+		const int64_t k = index_at(ix, &j);
+		slice_runs(out, out.data + k * out.strides[dim] * oes, src, src.data + j * src.strides[dim] * ses, dim, f);
+	}
+}
+
 void add_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, uint8_t ddt, uint8_t sdt)
 {
 	for (int64_t off = 0; off < n; off += kBlock) {
@@ -174,14 +185,9 @@ Result run_index_add(const neuron_cmd &cmd, std::span<const View> v, int)
 		add_run(out.data, 0, src.data, 0, 1, out.dtype, src.dtype);
 		return std::nullopt;
 	}
-	const int64_t oes = static_cast<int64_t>(dtype_size(out.dtype)), ses = static_cast<int64_t>(dtype_size(src.dtype));
-	for (int64_t j = 0; j < count; ++j) {
-		const int64_t k = index_at(ix, &j);
-		slice_runs(out, out.data + k * out.strides[dim] * oes, src, src.data + j * src.strides[dim] * ses, dim,
-			   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
-				   add_run(d, dsd, s, ssd, n, out.dtype, src.dtype);
-			   });
-	}
+	each_indexed_slice(out, ix, src, dim, count, [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
+		add_run(d, dsd, s, ssd, n, out.dtype, src.dtype);
+	});
 	return std::nullopt;
 }
 
@@ -236,12 +242,9 @@ Result run_index_copy(const neuron_cmd &cmd, std::span<const View> v, int)
 		return std::nullopt;
 	}
 	// One thread, j ascending: a later duplicate overwrites an earlier one.
-	for (int64_t j = 0; j < count; ++j) {
-		const int64_t k = index_at(ix, &j);
-		slice_runs(out, out.data + k * out.strides[dim] * static_cast<int64_t>(es), src,
-			   src.data + j * src.strides[dim] * static_cast<int64_t>(es), dim,
-			   [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) { copy_run(d, dsd, s, ssd, n, es); });
-	}
+	each_indexed_slice(out, ix, src, dim, count, [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
+		copy_run(d, dsd, s, ssd, n, es);
+	});
 	return std::nullopt;
 }
 

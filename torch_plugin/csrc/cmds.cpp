@@ -116,6 +116,14 @@ Tensor float_out_like(const Tensor &self)
 	return at::empty(self.sizes(), self.options().dtype(dt));
 }
 
+Tensor &assign_out(Tensor &out, const Tensor &r)
+{
+	if (out.sizes() != r.sizes())
+		out.resize_(r.sizes());
+	out.copy_(r);
+	return out;
+}
+
 int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims)
 {
 	const int64_t nd = self.dim();

@@ -27,6 +27,8 @@ void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, doub
 void fill_cmd(const Tensor &out, const Scalar &v);
 bool float_dev(const Tensor &t);
 Tensor float_out_like(const Tensor &self);
+// An out= variant's tail: out takes r's shape (resized if it differs) and values.
+Tensor &assign_out(Tensor &out, const Tensor &r);
 c10::TensorOptions dev_opts(const Tensor &like, c10::ScalarType dt);
 int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims);
 std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask);

@@ -16,9 +16,7 @@ Tensor &arg_reduce_out(bool want_min, const Tensor &self, std::optional<int64_t>
 	if (!chip_ok(self) || self.scalar_type() == c10::kBool || !chip_ok(out) || out.scalar_type() != c10::kLong) {
 		note_fallback(name);
 		Tensor r = want_min ? at::argmin(self.cpu(), dim, keepdim) : at::argmax(self.cpu(), dim, keepdim);
-		out.resize_(r.sizes());
-		out.copy_(r);
-		return out;
+		return assign_out(out, r);
 	}
 	// No dim: the flattened tensor (a view when contiguous, else one device copy).
 	const Tensor in = dim ? self : self.reshape({-1});

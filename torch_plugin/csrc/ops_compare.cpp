@@ -248,10 +248,7 @@ Tensor &logical_xor_o(const Tensor &a, const Tensor &b, Tensor &o) { return logi
 Tensor &where_o(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out)
 {
 	Tensor r = where_self(cond, a, b);
-	if (out.sizes() != r.sizes())
-		out.resize_(r.sizes());
-	out.copy_(r);
-	return out;
+	return assign_out(out, r);
 }
 
 } // namespace

@@ -89,10 +89,7 @@ Tensor scatter_add_f(const Tensor &self, int64_t dim, const Tensor &index, const
 Tensor &scatter_add_o(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, Tensor &out)
 {
 	Tensor r = scatter_add_f(self, dim, index, src);
-	if (out.sizes() != r.sizes())
-		out.resize_(r.sizes());
-	out.copy_(r);
-	return out;
+	return assign_out(out, r);
 }
 Tensor scatter_add_f(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src)
 {
@@ -118,10 +115,7 @@ Tensor &index_add_o(const Tensor &self, int64_t dim, const Tensor &index, const 
 	    src.scalar_type() != self.scalar_type()) {
 		note_fallback("index_add");
 		Tensor r = at::index_add(self.cpu(), dim, index.cpu(), src.cpu(), alpha);
-		if (out.sizes() != r.sizes())
-			out.resize_(r.sizes());
-		out.copy_(r);
-		return out;
+		return assign_out(out, r);
 	}
 	if (!same_view(out, self)) {
 		if (out.sizes() != self.sizes())
@@ -464,10 +458,7 @@ Tensor &scatter_src_o(const Tensor &self, int64_t dim, const Tensor &index, cons
 	if (!chip_ok(self) || !chip_ok(out) || !chip_ok(on_device(src, self)) || out.scalar_type() != self.scalar_type()) {
 		note_fallback("aten::scatter.src");
 		Tensor r = at::scatter(self.cpu(), dim, index.cpu(), src.cpu());
-		if (out.sizes() != r.sizes())
-			out.resize_(r.sizes());
-		out.copy_(r);
-		return out;
+		return assign_out(out, r);
 	}
 	return scatter_into(self, dim, index, on_device(src, self), out);
 }
@@ -489,10 +480,7 @@ Tensor &scatter_value_o(const Tensor &self, int64_t dim, const Tensor &index, co
 	if (!chip_ok(self) || !chip_ok(out) || out.scalar_type() != self.scalar_type()) {
 		note_fallback("aten::scatter.value");
 		Tensor r = at::scatter(self.cpu(), dim, index.cpu(), value);
-		if (out.sizes() != r.sizes())
-			out.resize_(r.sizes());
-		out.copy_(r);
-		return out;
+		return assign_out(out, r);
 	}
 	Tensor v = at::empty({}, self.options());
 	fill_cmd(v, value);
@@ -527,10 +515,7 @@ Tensor &index_copy_o(const Tensor &self, int64_t dim, const Tensor &index, const
 	if (!chip_ok(self) || !chip_ok(out) || !chip_ok(on_device(source, self)) || out.scalar_type() != self.scalar_type()) {
 		note_fallback("aten::index_copy");
 		Tensor r = at::index_copy(self.cpu(), dim, index.cpu(), source.cpu());
-		if (out.sizes() != r.sizes())
-			out.resize_(r.sizes());
-		out.copy_(r);
-		return out;
+		return assign_out(out, r);
 	}
 	if (!same_view(out, self)) {
 		if (out.sizes() != self.sizes())

@@ -3,15 +3,16 @@
 //
 // Simulated HBM is host memory backed lazily (hbm_memory.h), and so is a fresh
 // packing arena (gemm_packs.h): the first write to each page takes a page fault,
-// 2-3 us each on the test VMs, and many times that for memory the VM itself has
-// not touched yet. A matmul tile's output block at a 16 KiB row stride touches a
-// page per row: with 256 rows its tile took 1-2 ms of CPU where the multiply takes
-// 0.35 ms. Backing the output and the arena first moves that cost out of the
+// dearer still for memory the VM itself has not touched yet. A matmul tile's
+// output block at a 16 KiB row stride touches a page per row, so a tile writing a
+// fresh output paid hundreds of faults on top of its multiply (bench-runtime's
+// longest tile was 1.0-1.5 ms before this file). Backing the output and the arena
+// first moves that cost out of the
 // tiles, into steps of at most kStepPages faults each, between which the core can
 // change tenants like between tiles.
 //
 // A thread claims a chunk of kChunkBytes, asks mincore which of its pages are
-// backed (one call, ~2 us: a training step reuses its buffers, so usually all),
+// backed (one cheap call: a training step reuses its buffers, so usually all),
 // and backs the others kStepPages at a time. A thread that stops for a waiting
 // tenant gives the rest of its chunk back, for whoever resumes the command.
 //

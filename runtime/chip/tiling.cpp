@@ -101,8 +101,8 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool parti
 	// Blocks Mt x Nt x Kt with Kt up to 512 and the output block near-square: the
 	// packed multiply (kernels/packed_gemm.h) reads each packed block once per tile
 	// and passes over the output block once per 256 of K, so a long Kt and a small
-	// output block suit it (per thread, 128x128x512 ran at 0.96-0.99 of OpenBLAS on
-	// the whole matrix, 256x256x128 at 0.92-0.97). Small budgets (tests) get
+	// output block suit it (bench-runtime prints the result against OpenBLAS on the
+	// whole matrix). Small budgets (tests) get
 	// near-cubic blocks. With K left whole, a long K would force thin output blocks.
 	// Only an fp32 output may carry partial sums: a bf16/fp16 one would round them,
 	// so theirs stay in f32 per chain (chain_partials.h) if the runner keeps them.

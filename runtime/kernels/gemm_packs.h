@@ -37,9 +37,8 @@ inline constexpr size_t kPackPoolBytes = size_t{256} << 20;
 
 // A float buffer aligned to a cache line, grown on demand, never shrunk. Its
 // memory comes from and goes back to a process-wide pool of recycled buffers (up to
-// kPackPoolBytes): a fresh buffer costs a page fault per 4 KiB on first touch
-// (~4 us each in this VM, as much as the multiply of a 256x256 block), and the
-// tiles of the next matmul would pay them all again.
+// kPackPoolBytes): a fresh buffer costs a page fault per 4 KiB on first touch,
+// and the tiles of the next matmul would pay them all again.
 class AlignedFloats {
 public:
 	AlignedFloats() = default;

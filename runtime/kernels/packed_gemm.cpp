@@ -17,8 +17,8 @@ namespace neuron::kernels::detail {
 
 namespace {
 
-// Register block: kMR rows of a x kNR columns of b, 16 zmm accumulators. Measured on
-// the 2-core EPYC (Zen 4): 8x32 and 14x32 both reach OpenBLAS's single-thread speed.
+// Register block: kMR rows of a x kNR columns of b, 16 zmm accumulators (bench-runtime
+// prints the tiled multiply's speed against OpenBLAS).
 constexpr int kMR = 8;
 constexpr int kNR = 32;
 // K per pass: one kKC x kNR panel of b (32 KiB) stays in L1 while the kernel walks
@@ -37,8 +37,8 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // c[0..kMR) x [0..kNR) = alpha * (a-panel @ b-panel) + beta * c, kc steps of K.
 // a: kc groups of kMR floats; b: kc groups of kNR floats. beta == 0 writes without
-// reading c. (Reading an f32 a in place instead of packing it ran 30% slower: its
-// 8 rows, 4-16 KiB apart, fall into one L1 set.)
+// reading c. (a is packed even when it is f32 and contiguous: read in place, its 8
+// rows, 4-16 KiB apart, fall into one L1 set, which made the kernel slower.)
 __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float *a, const float *b, float *c,
 						      int64_t ldc, float alpha, float beta)
 {
@@ -73,8 +73,7 @@ __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float *a,
 
 // One panel of kMR = 8 rows of a row-major f32 matrix (row stride ld), kc columns:
 // panel[k * 8 + r] = x[r * ld + k]. An 8x16 transpose in registers per 16
-// columns; the scalar copy it replaces cost ~1 ns per element, a tenth of a 1024
-// multiply.
+// columns, where a scalar copy was a visible share of a 1024 multiply.
 __attribute__((target("avx512f"))) void pack_rows8_f32(const float *x, int64_t ld, int64_t kc, float *panel)
 {
 	static_assert(kMR == 8);

@@ -3,7 +3,7 @@
 #include "log.h"
 #include "tenant.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <algorithm>
 #include <chrono>

@@ -6,7 +6,7 @@
 
 #include <geometry.h>
 #include <kernels.h>
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <drm/neuron_accel.h>
 
@@ -15,8 +15,6 @@
 
 namespace neuron::daemon {
 
-using detail::atomic_u32;
-using detail::atomic_u64;
 using kernels::Fault;
 using namespace kmd_fault_text;
 
@@ -116,17 +114,12 @@ void KmdPump::sleep_for_work()
 		context().wait(oldest, kmd::deadline_after_ms(2));
 		return;
 	}
-	neuron_ring_header *h = queue_->header();
-	atomic_u32(h->engine_sleeping).fetch_add(1, std::memory_order_seq_cst);
-	const uint32_t bell = atomic_u32(h->doorbell).load(std::memory_order_seq_cst);
-	const uint64_t tail = atomic_u64(h->tail).load(std::memory_order_seq_cst);
-	if ((tail <= submitted_ || halted_ || held_) && !stop_.load(std::memory_order_acquire)) {
-		// Bounded: stop() and a held wait (another queue's progress) are noticed
-		// within it.
-		struct timespec slice = {0, held_ ? 1'000'000 : 5'000'000};
-		detail::futex_wait(&h->doorbell, bell, &slice);
-	}
-	atomic_u32(h->engine_sleeping).fetch_sub(1, std::memory_order_relaxed);
+	if (stop_.load(std::memory_order_acquire))
+		return;
+	// Bounded: stop() and a held wait (another queue's progress) are noticed
+	// within it. Halted or held, new commands are no reason to wake.
+	const struct timespec slice = {0, held_ ? 1'000'000 : 5'000'000};
+	queue_->ring().sleep_for_commands(halted_ || held_ ? UINT64_MAX : submitted_, slice);
 }
 
 void KmdPump::raise(uint32_t code, uint64_t seq, uint64_t tag, const std::string &reason)
@@ -309,11 +302,10 @@ bool KmdPump::feed()
 	if (halted_ || jobs_in_flight() >= kMaxJobsInFlight)
 		return false;
 	chip::Queue &q = *queue_;
-	neuron_ring_header *h = q.header();
-	const uint64_t tail = atomic_u64(h->tail).load(std::memory_order_acquire);
+	const uint64_t tail = q.ring().tail();
 	if (tail <= submitted_ && !tiling_)
 		return false;
-	if (tail > submitted_ && tail - q.completed() > q.slot_count()) {
+	if (tail > submitted_ && q.ring().overrun(tail, q.completed())) {
 		Job j;
 		j.seqs = {q.completed() + 1};
 		j.tags = {0};
@@ -416,7 +408,7 @@ bool KmdPump::feed()
 		const uint64_t seq = submitted_ + 1;
 		// Private copy first: the tenant can still write the shared slot.
 		neuron_cmd cmd;
-		std::memcpy(&cmd, q.slot(seq), sizeof(cmd));
+		q.ring().read(seq, &cmd);
 
 		kmd::Fence in_fence;
 		if (cmd.wait.queue_id != 0) {

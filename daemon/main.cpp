@@ -5,7 +5,7 @@
 #include "log.h"
 #include "server.h"
 
-#include <neuron/detail/socket_path.h>
+#include <neuron/socket_path.h>
 
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>

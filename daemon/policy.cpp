@@ -2,7 +2,7 @@
 
 #include "log.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <chrono>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // The capacity part of a session's dispatch: pools, loans, policy and the event
-// stream (proto/neuron.proto, "Capacity sharing"). Split from session.cpp to keep
+// stream (contracts/neuron.proto, "Capacity sharing"). Split from session.cpp to keep
 // one concept per file.
 #include "admin.h"
 #include "log.h"

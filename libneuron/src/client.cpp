@@ -1,7 +1,7 @@
 // Connection to neurond: connect + Hello, and blocking request/response calls.
 #include "internal.h"
 
-#include <neuron/detail/socket_path.h>
+#include <neuron/socket_path.h>
 
 #include <cerrno>
 #include <cstring>

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <neuron/neuron.h>
+#include <neuron/ring.hpp>
 
 #include <neuron.pb.h>
 #include <wire.h>
@@ -43,8 +44,7 @@ struct neuron_queue {
 	int kind;
 	uint32_t slot_count;
 	uint64_t ring_bytes;
-	neuron_ring_header *header;
-	std::byte *slots;
+	neuron::ring::Producer ring; // over the mapping of ring_bytes
 	std::mutex submit_mutex;
 	uint64_t submitted = 0; // guarded by submit_mutex (also read as an atomic_ref)
 };

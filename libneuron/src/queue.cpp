@@ -1,7 +1,6 @@
 // Queues: the tenant side of the shared ring (submit, wait, faults, events).
 #include "internal.h"
 
-#include <neuron/detail/futex.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,7 +10,6 @@
 using namespace neuron;
 using neuron::client::call;
 using neuron::client::fail;
-using neuron::detail::atomic_u32;
 using neuron::detail::atomic_u64;
 
 namespace {
@@ -24,64 +22,29 @@ constexpr int64_t kLivenessSliceNs = 50'000'000;
 
 neuron_status fault_status(const neuron_queue *q)
 {
-	const neuron_ring_header *h = q->header;
+	const neuron_ring_header *h = q->ring.header();
 	return fail(NEURON_ERR_FAULT, "queue " + std::to_string(q->id) + " faulted at command " +
-					      std::to_string(h->fault_seq) + " (code " + std::to_string(h->fault_code) +
+					      std::to_string(h->fault_seq) + " (code " + std::to_string(q->ring.fault_code()) +
 					      "): " + std::string(h->fault_reason, strnlen(h->fault_reason, NEURON_FAULT_REASON_LEN)));
-}
-
-// Fault that makes `seq` unreachable, if any.
-bool faulted_before(const neuron_queue *q, uint64_t seq)
-{
-	neuron_ring_header *h = q->header;
-	return atomic_u32(h->fault_code).load(std::memory_order_acquire) != NEURON_FAULT_NONE && h->fault_seq <= seq;
 }
 
 // Waits until completed >= target; the common path of wait and of a full ring.
 neuron_status wait_completed(neuron_queue *q, uint64_t target, int64_t timeout_ns)
 {
-	neuron_ring_header *h = q->header;
-	auto done = [&] { return atomic_u64(h->completed).load(std::memory_order_acquire) >= target; };
-	const uint64_t start = detail::monotonic_ns();
-	while (detail::monotonic_ns() - start < kSpinNs) {
-		if (done())
-			return NEURON_OK;
-		if (faulted_before(q, target))
-			return fault_status(q);
-		for (int i = 0; i < 16; ++i)
-			detail::cpu_relax();
+	using Wait = ring::Producer::Wait;
+	switch (q->ring.wait(target, timeout_ns, kSpinNs, kLivenessSliceNs,
+			     [&] { return !client::daemon_gone(q->client); })) {
+	case Wait::Reached: return NEURON_OK;
+	case Wait::Faulted: return fault_status(q);
+	case Wait::TimedOut:
+		return fail(NEURON_ERR_TIMEOUT, "queue " + std::to_string(q->id) + ": command " + std::to_string(target) +
+							 " did not complete in time (" + std::to_string(q->ring.completed()) +
+							 " completed)");
+	case Wait::Abandoned:
+		break;
 	}
-	atomic_u32(h->waiters).fetch_add(1, std::memory_order_seq_cst);
-	neuron_status result = NEURON_OK;
-	for (;;) {
-		const uint32_t word = atomic_u32(h->completed_futex).load(std::memory_order_seq_cst);
-		if (done())
-			break;
-		if (faulted_before(q, target)) {
-			result = fault_status(q);
-			break;
-		}
-		int64_t slice = kLivenessSliceNs;
-		if (timeout_ns >= 0) {
-			const int64_t left = timeout_ns - static_cast<int64_t>(detail::monotonic_ns() - start);
-			if (left <= 0) {
-				result = fail(NEURON_ERR_TIMEOUT, "queue " + std::to_string(q->id) + ": command " +
-									  std::to_string(target) + " did not complete in time (" +
-									  std::to_string(atomic_u64(h->completed).load()) + " completed)");
-				break;
-			}
-			slice = std::min(slice, left);
-		}
-		struct timespec ts = {static_cast<time_t>(slice / 1000000000), static_cast<long>(slice % 1000000000)};
-		if (detail::futex_wait(&h->completed_futex, word, &ts) != 0 && errno == ETIMEDOUT &&
-		    client::daemon_gone(q->client)) {
-			result = fail(NEURON_ERR_DAEMON_LOST, "neurond went away while waiting on queue " +
-								      std::to_string(q->id) + "; its work is lost");
-			break;
-		}
-	}
-	atomic_u32(h->waiters).fetch_sub(1, std::memory_order_seq_cst);
-	return result;
+	return fail(NEURON_ERR_DAEMON_LOST,
+		    "neurond went away while waiting on queue " + std::to_string(q->id) + "; its work is lost");
 }
 
 } // namespace
@@ -118,13 +81,12 @@ extern "C" neuron_status neuron_queue_create(neuron_client *c, uint32_t device, 
 	q->kind = kind;
 	q->slot_count = r.slot_count();
 	q->ring_bytes = r.ring_bytes();
-	q->header = static_cast<neuron_ring_header *>(p);
-	q->slots = static_cast<std::byte *>(p) + NEURON_RING_HEADER_SIZE;
-	if (q->header->magic != NEURON_RING_MAGIC || q->header->slot_count != q->slot_count) {
+	if (auto why = ring::Producer::check(p, q->ring_bytes, q->slot_count); !why.empty()) {
 		munmap(p, q->ring_bytes);
 		delete q;
-		return fail(NEURON_ERR_PROTOCOL, "the queue ring from neurond has a bad header");
+		return fail(NEURON_ERR_PROTOCOL, "the queue ring from neurond is unusable: " + why);
 	}
+	q->ring = ring::Producer(p, q->slot_count);
 	*out = q;
 	return NEURON_OK;
 }
@@ -137,7 +99,7 @@ extern "C" neuron_status neuron_queue_destroy(neuron_queue *q)
 	req.mutable_destroy_queue()->set_queue_id(q->id);
 	api::Response resp;
 	neuron_status s = client::daemon_gone(q->client) ? NEURON_OK : call(q->client, req, &resp);
-	munmap(q->header, q->ring_bytes);
+	munmap(q->ring.header(), q->ring_bytes);
 	delete q;
 	return s;
 }
@@ -149,25 +111,15 @@ extern "C" neuron_status neuron_submit(neuron_queue *q, const struct neuron_cmd 
 	if (!q || !cmd)
 		return fail(NEURON_ERR_INVALID, "neuron_submit: queue and command must not be NULL");
 	std::lock_guard lock(q->submit_mutex);
-	neuron_ring_header *h = q->header;
-	if (atomic_u32(h->fault_code).load(std::memory_order_acquire) != NEURON_FAULT_NONE)
+	if (q->ring.fault_code() != NEURON_FAULT_NONE)
 		return fault_status(q);
 	const uint64_t seq = q->submitted + 1;
-	if (seq > q->slot_count) {
-		// The slot is free once the command slot_count places earlier completed.
-		const uint64_t need = seq - q->slot_count;
-		if (atomic_u64(h->completed).load(std::memory_order_acquire) < need)
-			if (neuron_status s = wait_completed(q, need, -1); s != NEURON_OK)
-				return s;
-	}
-	std::memcpy(q->slots + ((seq - 1) & (q->slot_count - 1)) * NEURON_CMD_SLOT_SIZE, cmd, sizeof(*cmd));
-	atomic_u64(h->tail).store(seq, std::memory_order_seq_cst);
+	// The slot is free once the command slot_count places earlier completed.
+	if (!q->ring.has_room(seq))
+		if (neuron_status s = wait_completed(q, seq - q->slot_count, -1); s != NEURON_OK)
+			return s;
+	q->ring.publish(seq, *cmd);
 	atomic_u64(q->submitted).store(seq, std::memory_order_release);
-	// Dekker with the engine's sleep announcement (runtime/chip/engine.cpp).
-	if (atomic_u32(h->engine_sleeping).load(std::memory_order_seq_cst)) {
-		atomic_u32(h->doorbell).fetch_add(1, std::memory_order_seq_cst);
-		detail::futex_wake_all(&h->doorbell);
-	}
 	if (seq_out)
 		*seq_out = seq;
 	return NEURON_OK;
@@ -175,7 +127,7 @@ extern "C" neuron_status neuron_submit(neuron_queue *q, const struct neuron_cmd 
 
 extern "C" uint64_t neuron_queue_completed(const neuron_queue *q)
 {
-	return q ? atomic_u64(q->header->completed).load(std::memory_order_acquire) : 0;
+	return q ? q->ring.completed() : 0;
 }
 
 extern "C" neuron_status neuron_queue_wait(neuron_queue *q, uint64_t seq, int64_t timeout_ns)
@@ -200,9 +152,9 @@ extern "C" neuron_status neuron_queue_fault(const neuron_queue *q, struct neuron
 {
 	if (!q || !f)
 		return fail(NEURON_ERR_INVALID, "neuron_queue_fault: arguments must not be NULL");
-	neuron_ring_header *h = q->header;
+	const neuron_ring_header *h = q->ring.header();
 	*f = {};
-	f->code = atomic_u32(h->fault_code).load(std::memory_order_acquire);
+	f->code = q->ring.fault_code();
 	if (f->code != NEURON_FAULT_NONE) {
 		f->seq = h->fault_seq;
 		f->user_tag = h->fault_user_tag;

@@ -1,6 +1,6 @@
 #include "core_scheduler.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 #include "tenant_memory.h"
 
 #include <geometry.h>
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <algorithm>
 #include <cstring>
@@ -16,7 +16,6 @@
 namespace neuron::chip {
 
 using detail::atomic_u32;
-using detail::atomic_u64;
 using detail::monotonic_ns;
 
 namespace {
@@ -137,12 +136,11 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	Queue &q = *qp;
 	if (q.faulted() || q.retired())
 		return Step::Idle;
-	neuron_ring_header *h = q.header();
-	const uint64_t tail = atomic_u64(h->tail).load(std::memory_order_acquire);
+	const uint64_t tail = q.ring().tail();
 	const uint64_t seq = q.next_seq();
 	if (tail < seq)
 		return Step::Idle;
-	if (tail - (seq - 1) > q.slot_count()) {
+	if (q.ring().overrun(tail, seq - 1)) {
 		// The tenant published more commands than the ring holds: a broken or
 		// hostile client. Fault its queue; nothing else is affected.
 		fault(q, NEURON_FAULT_RING, seq, 0,
@@ -152,7 +150,7 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	}
 	// Private copy first: the tenant can still write the shared slot.
 	LogicalCore::InFlight &f = l.inflight;
-	std::memcpy(&f.cmd, q.slot(seq), sizeof(f.cmd));
+	q.ring().read(seq, &f.cmd);
 	const neuron_cmd &cmd = f.cmd;
 
 	if (cmd.wait.queue_id != 0) {
@@ -459,12 +457,10 @@ void Engine::sleep_until_doorbell()
 			truncated = true;
 			break;
 		}
-		neuron_ring_header *h = q->header();
 		// A count, not a flag: several engines may sleep on one ring.
-		atomic_u32(h->engine_sleeping).fetch_add(1, std::memory_order_seq_cst);
+		const uint32_t bell = q->ring().announce_sleep();
 		++announced;
-		const uint32_t bell = atomic_u32(h->doorbell).load(std::memory_order_seq_cst);
-		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(&h->doorbell), FUTEX_32, 0};
+		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(q->ring().doorbell_word()), FUTEX_32, 0};
 	}
 	// A next command blocked on another queue: also wake when that queue completes
 	// one (its word first, then the announcement; the re-check below closes the race).
@@ -477,8 +473,7 @@ void Engine::sleep_until_doorbell()
 		std::shared_ptr<Queue> peer = q->blocking_peer();
 		if (!peer)
 			continue;
-		const uint32_t word = atomic_u32(*peer->completed_word()).load(std::memory_order_seq_cst);
-		atomic_u32(peer->header()->waiters).fetch_add(1, std::memory_order_seq_cst);
+		const uint32_t word = peer->ring().announce_waiter();
 		waiters[n++] = {word, reinterpret_cast<uintptr_t>(peer->completed_word()), FUTEX_32, 0};
 		blockers_.push_back(std::move(peer));
 	}
@@ -503,9 +498,9 @@ void Engine::sleep_until_doorbell()
 		detail::futex_wait_any(waiters, n, &deadline);
 	}
 	for (unsigned i = 0; i < announced; ++i)
-		atomic_u32(watched_[i]->header()->engine_sleeping).fetch_sub(1, std::memory_order_relaxed);
+		watched_[i]->ring().withdraw_sleep();
 	for (const auto &peer : blockers_)
-		atomic_u32(peer->header()->waiters).fetch_sub(1, std::memory_order_relaxed);
+		peer->ring().withdraw_waiter();
 	blockers_.clear();
 }
 

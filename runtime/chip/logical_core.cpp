@@ -1,6 +1,6 @@
 #include "logical_core.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <algorithm>
 
@@ -45,7 +45,7 @@ bool LogicalCore::runnable()
 			// A command blocked on another queue is not work yet: counting it would
 			// keep an engine polling it (and preempting others for it) until the
 			// other queue gets there.
-			if (detail::atomic_u64(q->header()->tail).load(std::memory_order_acquire) > q->completed() &&
+			if (q->ring().tail() > q->completed() &&
 			    !q->blocking_peer()) {
 				pending = true;
 				break;
@@ -64,11 +64,7 @@ uint64_t LogicalCore::depth() const
 	for (const auto &q : queues_) {
 		if (q->faulted() || q->retired())
 			continue;
-		const uint64_t tail = detail::atomic_u64(q->header()->tail).load(std::memory_order_acquire);
-		const uint64_t done = q->completed();
-		// The tail is the tenant's word: clamp what a broken client could claim.
-		if (tail > done)
-			d += std::min<uint64_t>(tail - done, q->slot_count());
+		d += q->ring().depth(q->completed());
 	}
 	return d;
 }

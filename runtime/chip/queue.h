@@ -8,7 +8,7 @@
 
 #include "weak_directory.h"
 
-#include <neuron/cmd.h>
+#include <neuron/ring.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -43,8 +43,8 @@ public:
 	uint32_t slot_count() const { return slot_count_; }
 	int memfd() const { return memfd_; }
 	uint64_t ring_bytes() const { return ring_bytes_; }
-	neuron_ring_header *header() const { return header_; }
-	const std::byte *slot(uint64_t seq) const;
+	// The ring's consumer side (<neuron/ring.hpp>).
+	const ring::Consumer &ring() const { return ring_; }
 
 	TenantMemory &memory() const { return *memory_; }
 	QueueDirectory &peers() const { return *peers_; }
@@ -66,13 +66,11 @@ public:
 	std::shared_ptr<Queue> blocking_peer() const;
 	// The word complete_one() bumps (and wakes) after every command: engines blocked
 	// on this queue sleep on it, announced in header()->waiters.
-	uint32_t *completed_word() const { return &header_->completed_futex; }
+	uint32_t *completed_word() const { return ring_.completed_word(); }
 	void complete_one();
 	void fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
 
 private:
-	void wake_waiters();
-
 	uint64_t id_;
 	QueueKind kind_;
 	uint32_t device_;
@@ -80,7 +78,7 @@ private:
 	uint32_t slot_count_;
 	int memfd_ = -1;
 	uint64_t ring_bytes_ = 0;
-	neuron_ring_header *header_ = nullptr;
+	ring::Consumer ring_;
 	std::shared_ptr<TenantMemory> memory_;
 	std::shared_ptr<QueueDirectory> peers_;
 	std::atomic<uint64_t> completed_{0};   // authoritative timeline value

@@ -13,7 +13,7 @@
 #include "raw_client.h"
 #include "stats.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 #include <neuron/neuron.h>
 
 #include <cblas.h>

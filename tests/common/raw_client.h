@@ -1,5 +1,5 @@
 // A bare control-plane client for tests that must speak the protocol by hand
-// (proto/neuron.proto framing: 4-byte LE length + protobuf, fds via SCM_RIGHTS):
+// (contracts/neuron.proto framing: 4-byte LE length + protobuf, fds via SCM_RIGHTS):
 // hand-built and malformed frames, and access to a queue's ring memfd.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Malformed control-plane traffic on raw sockets (proto/neuron.proto framing). After
+// Malformed control-plane traffic on raw sockets (contracts/neuron.proto framing). After
 // each abuse the daemon is alive and a libneuron tenant that connected before it
 // still works: "the daemon keeps serving others".
 #include "daemon_test.h"

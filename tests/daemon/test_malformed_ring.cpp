@@ -1,11 +1,12 @@
-// Malformed ring commands (runtime/include/neuron/cmd.h): each faults its queue only,
+// Malformed ring commands (contracts/include/neuron/cmd.h): each faults its queue only,
 // with the fault code the spec gives, a readable reason, and a sticky error state.
 // Another queue of the same tenant and another tenant keep working. A tenant that
 // corrupts its ring header (tail far ahead) gets NEURON_FAULT_RING.
 #include "daemon_test.h"
 #include "raw_client.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
+#include <neuron/ring.h>
 
 #include <cstring>
 #include <sys/mman.h>

@@ -24,7 +24,7 @@ mkdir -p "$SUITE_WORK/obj"
 
 # --- 1. static kmd_test ---------------------------------------------------------
 srcs=("$ROOT"/runtime/kernels/*.cpp "$ROOT"/runtime/kmd/*.cpp "$ROOT"/tests/kmd/kmd_test.cpp)
-hdrs=("$ROOT"/runtime/kernels/*.h "$ROOT"/runtime/kmd/*.h "$ROOT"/runtime/include/neuron/*.h
+hdrs=("$ROOT"/runtime/kernels/*.h "$ROOT"/runtime/kmd/*.h "$ROOT"/contracts/include/neuron/*.h
       "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
 BIN=$SUITE_WORK/kmd_test
 stamp=$(cat "${srcs[@]}" "${hdrs[@]}" "$0" | sha256sum | cut -d' ' -f1)
@@ -35,7 +35,7 @@ if [ ! -x "$BIN" ] || [ "$(cat "$SUITE_WORK/kmd_test.stamp" 2>/dev/null)" != "$s
 	BLAS_A=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 	[ -f "$BLAS_A" ] || BLAS_A=/usr/lib/x86_64-linux-gnu/libopenblas.a
 	CXXFLAGS="-std=c++20 -O2 -g0 -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-		-I$ROOT/runtime/include -I$ROOT/runtime/kernels -I$ROOT/runtime/kmd \
+		-I$ROOT/contracts/include -I$ROOT/runtime/kernels -I$ROOT/runtime/kmd \
 		-I$ROOT/driver/include/uapi -I/usr/include/libdrm -I$BLAS_INC"
 	# Objects are cached one by one: an object is rebuilt when its source, any
 	# header or the flags changed. Names carry the directory (kernels_, kmd_).

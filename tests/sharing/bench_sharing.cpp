@@ -14,7 +14,7 @@
 #include "neurond_process.h"
 #include "raw_client.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 #include <neuron/neuron.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "sharing_test.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 #include <algorithm>
 #include <csignal>

@@ -1,6 +1,6 @@
 #include "ctl_client.h"
 
-#include <neuron/detail/socket_path.h>
+#include <neuron/socket_path.h>
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // A control-plane client for the admin tools (neuronctl, neuron-top): speaks
-// proto/neuron.proto directly, because the capacity API (pools, loans, policy, the
+// contracts/neuron.proto directly, because the capacity API (pools, loans, policy, the
 // event stream) is for operators and not part of libneuron's tenant API. Connects as
 // an observer, so the tool is never listed as a tenant. One thread; blocking.
 #pragma once

@@ -1,6 +1,6 @@
 #include "model.h"
 
-#include <neuron/detail/futex.h>
+#include <neuron/futex.h>
 
 namespace neuron::top {
 

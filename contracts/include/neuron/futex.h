@@ -1,4 +1,5 @@
-// Futex helpers shared by neurond and libneuron (internal, not installed).
+// Futex and clock helpers of the ring protocol (<neuron/ring.hpp>), shared by
+// neurond and libneuron; installed with the contracts, not a stable API of its own.
 //
 // The ring's futex words live in shared memory (a memfd mapped by both processes),
 // so these use the shared (non-PRIVATE) futex operations.

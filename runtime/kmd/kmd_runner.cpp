@@ -222,9 +222,10 @@ Outcome KmdCoreRunner::run_tiles(LogicalCore &, InFlight &f, const RunContext &c
 		if (out.kind != Outcome::Done)
 			return out; // the command ends: its claims with it
 		*longest_ns = std::max(*longest_ns, wall);
-		// A job of tiles holds the core like one tile; its wall time is the CPU time
-		// the engine spent on the core's behalf (its threads are the device's).
-		ctx.record_tile(wall, wall);
+		// The job's tiles ran side by side: each took the job's wall time, which is
+		// also the CPU time the engine spent on it (its threads are the device's).
+		for (size_t i = 0; i < entries.size(); ++i)
+			ctx.record_tile(wall, wall);
 		std::erase_if(claims, [&](sched::TileCursor::Claim &c) {
 			if (++c.next < f.tiles.chain_length())
 				return false;

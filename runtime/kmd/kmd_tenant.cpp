@@ -127,7 +127,9 @@ void KmdTenant::detach_queue(backend::Queue &) {}
 
 void KmdTenant::allow_core(uint32_t device, uint32_t core)
 {
-	std::lock_guard lock(mask_mutex_);
+	std::lock_guard lock(files_mutex_);
+	if (released_)
+		throw Error(ENODEV, "granting a core to a released tenant");
 	const uint64_t mask = masks_.at(device) | (1ull << core);
 	if (mask == masks_[device])
 		return;
@@ -137,7 +139,7 @@ void KmdTenant::allow_core(uint32_t device, uint32_t core)
 
 void KmdTenant::revoke_core(uint32_t device, uint32_t core)
 {
-	std::lock_guard lock(mask_mutex_);
+	std::lock_guard lock(files_mutex_);
 	if (released_ || !(masks_.at(device) >> core & 1))
 		return;
 	const uint64_t mask = masks_[device] & ~(1ull << core);
@@ -147,7 +149,7 @@ void KmdTenant::revoke_core(uint32_t device, uint32_t core)
 
 std::optional<uint64_t> KmdTenant::enforced_core_mask(uint32_t device) const
 {
-	std::lock_guard lock(mask_mutex_);
+	std::lock_guard lock(files_mutex_);
 	if (released_)
 		return 0;
 	try {
@@ -157,25 +159,43 @@ std::optional<uint64_t> KmdTenant::enforced_core_mask(uint32_t device) const
 	}
 }
 
-DeviceBuffer KmdTenant::alloc_scratch(uint32_t device, uint64_t size) { return context(device).alloc_device(size); }
+DeviceBuffer KmdTenant::alloc_scratch(uint32_t device, uint64_t size)
+{
+	std::lock_guard lock(files_mutex_);
+	if (released_)
+		throw Error(ENODEV, "allocating chain state for a released tenant");
+	return contexts_.at(device)->alloc_device(size);
+}
 
-void KmdTenant::free_scratch(uint32_t device, const DeviceBuffer &b) { context(device).free(b); }
+void KmdTenant::free_scratch(uint32_t device, const DeviceBuffer &b)
+{
+	std::lock_guard lock(files_mutex_);
+	if (!released_)
+		contexts_.at(device)->free(b);
+}
 
 void KmdTenant::release()
 {
 	if (released_)
 		return;
 	auto lock = memory_.lock_exclusive();
-	{
-		std::lock_guard mask_lock(mask_mutex_);
-		released_ = true;
+	std::lock_guard files_lock(files_mutex_);
+	released_ = true;
+	// What the kernel still holds of this tenant is dropped, not run. Failures here
+	// cannot stop the release (closing the files below frees everything anyway).
+	for (uint32_t d = 0; d < contexts_.size(); ++d) {
+		try {
+			backend_.slot(d).cancel_client(contexts_[d]->client_id());
+		} catch (const std::exception &) {
+		}
 	}
-	// What the kernel still holds of this tenant is dropped, not run.
-	for (uint32_t d = 0; d < contexts_.size(); ++d)
-		backend_.slot(d).cancel_client(contexts_[d]->client_id());
 	for (auto &[handle, per_device] : hosts_)
-		for (size_t d = 0; d < per_device.size(); ++d)
-			contexts_[d]->free(per_device[d]); // unmaps it here
+		for (size_t d = 0; d < per_device.size(); ++d) {
+			try {
+				contexts_[d]->free(per_device[d]); // unmaps it here
+			} catch (const std::exception &) {
+			}
+		}
 	hosts_.clear();
 	memory_.clear();
 	// Closing the files frees every BO and syncobj of the tenant; jobs already

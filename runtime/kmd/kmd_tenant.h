@@ -12,8 +12,10 @@
 // run it on.
 //
 // Threads: the control thread calls TenantContext's methods; engine threads call
-// context(), allow_core(), revoke_core() and the staged-buffer lookups (mask_mutex_
-// guards the masks; the host-buffer imports are read under the TenantMemory lock).
+// context() and host_import() with the TenantMemory lock held (release() takes it
+// exclusively before it closes the files), and allow_core(), revoke_core(),
+// enforced_core_mask() and the scratch calls, which take files_mutex_: it guards
+// the masks and, against release(), the files themselves.
 #pragma once
 
 #include "kmd.h"
@@ -57,8 +59,10 @@ public:
 	// lock held; nullptr if there is none.
 	const HostBuffer *host_import(uint32_t handle, uint32_t device) const;
 	// A device buffer the daemon needs for one command of this tenant (chain state):
-	// charged to the tenant's file, not visible as an allocation.
+	// charged to the tenant's file, not visible as an allocation. Throws kmd::Error
+	// (ENODEV once the tenant is released).
 	DeviceBuffer alloc_scratch(uint32_t device, uint64_t size);
+	// No-op once the tenant is released (closing its files freed the buffer).
 	void free_scratch(uint32_t device, const DeviceBuffer &b);
 	// Tenant-visible address of a BO's first byte (the emu layout: 0 is never valid).
 	static uint64_t address_of(const DeviceBuffer &b);
@@ -67,7 +71,7 @@ private:
 	KmdBackend &backend_;
 	std::vector<std::unique_ptr<KmdContext>> contexts_; // by device; fixed until release()
 	std::map<uint32_t, std::vector<HostBuffer>> hosts_; // handle -> import per device (TenantMemory lock)
-	mutable std::mutex mask_mutex_;
+	mutable std::mutex files_mutex_;
 	std::vector<uint64_t> masks_; // by device, as last set in the kernel
 	bool released_ = false;
 };

@@ -70,6 +70,14 @@ std::vector<std::shared_ptr<LogicalCore>> CoreScheduler::logical_cores() const
 	return logical_;
 }
 
+void CoreScheduler::record_turn(uint64_t wall_ns)
+{
+	// An exponential average (1/8 per turn); racing updates lose a sample, which a
+	// running average does not notice.
+	const uint64_t old = turn_ns_.load(std::memory_order_relaxed);
+	turn_ns_.store(old - old / 8 + wall_ns / 8, std::memory_order_relaxed);
+}
+
 void CoreScheduler::set_pools(uint32_t core, CorePools pools)
 {
 	{

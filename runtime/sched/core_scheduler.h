@@ -79,6 +79,10 @@ public:
 
 	// Fair share within a class: the virtual time of the latest tile run, per pool.
 	std::atomic<uint64_t> &class_clock(Pool p) { return clock_[static_cast<int>(p)]; }
+	// A running average of the core time one turn of a logical core takes (a tile
+	// group), so fair share can scale to how long tiles are on this machine.
+	uint64_t typical_turn_ns() const { return turn_ns_.load(std::memory_order_relaxed); }
+	void record_turn(uint64_t wall_ns);
 
 private:
 	struct alignas(64) Slot {
@@ -97,6 +101,7 @@ private:
 	std::vector<std::unique_ptr<Slot>> slots_;
 	std::atomic<uint64_t> generation_{1};
 	std::atomic<uint64_t> clock_[kPoolCount]{};
+	std::atomic<uint64_t> turn_ns_{0};
 };
 
 } // namespace neuron::sched

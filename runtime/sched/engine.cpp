@@ -17,8 +17,10 @@ using detail::monotonic_ns;
 namespace {
 
 // A logical core that was idle does not get to bank credit: it rejoins at most this
-// far (virtual ns) behind its class's clock.
+// far (virtual ns) behind its class's clock; and at least a few turns' worth, or
+// weights could not act where a turn is longer than that (slow hosts, a TCG guest).
 constexpr uint64_t kMaxLag = 4'000'000ull * 1024;
+constexpr uint64_t kLagTurns = 8;
 
 void store_max(std::atomic<uint64_t> &m, uint64_t v)
 {
@@ -95,9 +97,10 @@ bool Engine::run_one()
 	if (candidates_.empty())
 		return false;
 	const bool pooled = sched_.pooled();
+	const uint64_t lag = std::max(kMaxLag, kLagTurns * 1024 * sched_.typical_turn_ns());
 	auto key = [&](LogicalCore *l) {
 		const uint64_t clock = sched_.class_clock(l->pool()).load(std::memory_order_relaxed);
-		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > kMaxLag ? clock - kMaxLag : 0);
+		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > lag ? clock - lag : 0);
 		return std::pair<int, uint64_t>(pooled ? static_cast<int>(l->pool()) : 0, v);
 	};
 	if (candidates_.size() > 1)
@@ -273,6 +276,7 @@ void Engine::record_tile(LogicalCore &l, uint64_t wall_ns, uint64_t cpu_ns, bool
 void Engine::charge(LogicalCore &l, uint64_t wall_ns)
 {
 	counters_.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);
+	sched_.record_turn(wall_ns);
 	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
 	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);
 	l.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);

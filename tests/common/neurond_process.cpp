@@ -2,6 +2,7 @@
 
 #include "kmd_module.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -89,6 +90,24 @@ NeurondProcess::~NeurondProcess()
 	remove_tree(dir_);
 }
 
+// $NEURON_TEST_DAEMON_ARGS: "--flag value" pairs for every daemon a test starts,
+// where the test did not set that flag itself (the QEMU guest sizes tiles for TCG).
+static void add_default_flags(std::vector<std::string> *args)
+{
+	const char *env = std::getenv("NEURON_TEST_DAEMON_ARGS");
+	if (!env)
+		return;
+	std::vector<std::string> words;
+	std::istringstream in(env);
+	for (std::string w; in >> w;)
+		words.push_back(w);
+	for (size_t i = 0; i + 1 < words.size(); i += 2)
+		if (std::find(args->begin(), args->end(), words[i]) == args->end()) {
+			args->push_back(words[i]);
+			args->push_back(words[i + 1]);
+		}
+}
+
 bool NeurondProcess::spawn(std::string *error)
 {
 	const char *binary = std::getenv("NEURON_DAEMON");
@@ -106,6 +125,7 @@ bool NeurondProcess::spawn(std::string *error)
 	// calls between fork and exec).
 	std::vector<std::string> args = {binary, "--socket", socket_path_};
 	args.insert(args.end(), settings_.begin(), settings_.end());
+	add_default_flags(&args);
 	std::vector<char *> argv;
 	for (auto &a : args)
 		argv.push_back(a.data());

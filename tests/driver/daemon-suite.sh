@@ -42,6 +42,10 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 targets=(daemon/neurond)
 for s in $SUITES; do targets+=("$(suite_bin "$s")"); done
+# NEURON_SUITE_BENCH=1: bench-sharing on both backends in the guest after the suites
+# (NEURON_DAEMON_SUITES="" for the benchmark alone).
+BENCH=${NEURON_SUITE_BENCH:-0}
+[ "$BENCH" = 1 ] && targets+=(tests/sharing/bench-sharing)
 say "building ${targets[*]} in $BUILD (-j2)"
 t0=$(date +%s)
 if ! ninja -C "$BUILD" -j2 "${targets[@]}" >"$SUITE_WORK/build.log" 2>&1; then
@@ -64,12 +68,16 @@ put() {
 }
 bins=("$BUILD/daemon/neurond")
 for s in $SUITES; do bins+=("$BUILD/$(suite_bin "$s")"); done
+[ "$BENCH" = 1 ] && bins+=("$BUILD/tests/sharing/bench-sharing")
 libs=$(for b in "${bins[@]}"; do ldd "$b"; done | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | sort -u)
 for f in "${bins[@]}" $libs; do put "$f"; done
 # The loader the binaries name (PT_INTERP), and ldconfig's search path.
 put /lib64/ld-linux-x86-64.so.2
 mkdir -p "$IRD/lib64" "$IRD/etc"
 echo "/lib/x86_64-linux-gnu" >"$IRD/etc/ld.so.conf"
+# The users the suites switch to (the admin suite's unprivileged caller).
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$IRD/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$IRD/etc/group"
 # What the guest runs: neurond on the kmd backend (the suites start a daemon
 # per test through $NEURON_DAEMON, with --profile/--devices/... that the kmd
 # backend reports as not applying; the module is loaded to match them).
@@ -81,6 +89,7 @@ chmod +x "$IRD/bin/neurond-kmd"
 {
 	echo "BUILD=$BUILD"
 	echo "SUITES=\"$(echo $SUITES)\""
+	echo "BENCH=$BENCH"
 } >"$IRD/daemon-suite.env"
 cp "$HERE/guest-init-daemon.sh" "$IRD/init"
 chmod +x "$IRD/init"
@@ -93,5 +102,6 @@ suite_boot "=== NEURON DAEMON SUITE BEGIN"
 say "$(grep -c '^PASS: daemon-kmd' "$LOG.txt") tests passed, $(grep -c '^FAIL: daemon-kmd' "$LOG.txt") failed"
 grep -E '^FAIL' "$LOG.txt" || true
 grep -E '^# daemon' "$LOG.txt" | head -80 || true
+grep -E '^# bench' "$LOG.txt" || true
 qemu_boot_verdict daemon "$LOG" "=== NEURON DAEMON SUITE END" guest-init-daemon.sh "the daemon suites" "$RESULTS"
 exit 0

@@ -1,16 +1,20 @@
-// bench-sharing: the capacity-sharing figures of issue 5, each as a ratio or against
-// its goal, measured in one run on a private neurond (2 cores: 1 inference, 1 training,
-// one host thread per command).
+// bench-sharing: the capacity-sharing figures, each as a ratio or against its goal,
+// measured in one run on a private neurond (2 cores: 1 inference, 1 training, one
+// host thread per command) on either backend.
 //
-//   bench-sharing --neurond PATH [--quick]
+//   bench-sharing --neurond PATH [--backend emu|kmd] [--quick]
 //
-//   1. reclaim latency p50/p99 under a saturating trainer          goal p99 <= 1 ms
+//   1. reclaim latency p50/p99 under a saturating trainer, and p99 as a multiple of
+//      the tile time p99 (the bound the tiling gives)         goal p99 <= 3 tiles (emu also <= 1 ms)
 //   2. inference p99 beside a saturating trainer vs alone          goal <= 1.25x
 //   3. core busy fraction while both have work (core lent)         goal >= 0.9
 //   4. training throughput with a borrowed core vs without         (ratio)
-//   and the longest tile seen (the preemption bound), goal <= 1 ms: in the engine
-//   thread's CPU time (the tile's cost) and in wall time (plus whatever the host
-//   scheduler ran in between on a busy machine).
+//   and the longest tile seen (the preemption bound), goal <= 1 ms on emu: in the
+//   engine thread's CPU time (the tile's cost) and in wall time (plus whatever the
+//   host scheduler ran in between on a busy machine). On kmd a "tile" is a job of
+//   tiles that neurond hands to neuron.ko; run it in the QEMU guest
+//   (tests/driver/run-qemu-suite.sh with NEURON_SUITE_BENCH=1), where TCG makes
+//   absolute times meaningless and only the ratios count.
 #include "neurond_process.h"
 #include "raw_client.h"
 
@@ -200,26 +204,30 @@ uint64_t total_busy()
 
 int main(int argc, char **argv)
 {
-	std::string neurond;
+	std::string neurond, backend = "emu";
 	bool quick = false;
+	const char *usage = "usage: bench-sharing --neurond PATH [--backend emu|kmd] [--quick]\n";
 	for (int i = 1; i < argc; ++i) {
 		std::string a = argv[i];
 		if (a == "--neurond" && i + 1 < argc)
 			neurond = argv[++i];
+		else if (a == "--backend" && i + 1 < argc)
+			backend = argv[++i];
 		else if (a == "--quick")
 			quick = true;
 		else {
-			std::fprintf(stderr, "usage: bench-sharing --neurond PATH [--quick]\n");
+			std::fprintf(stderr, "%s", usage);
 			return 2;
 		}
 	}
-	if (neurond.empty()) {
-		std::fprintf(stderr, "usage: bench-sharing --neurond PATH [--quick]\n");
+	if (neurond.empty() || (backend != "emu" && backend != "kmd")) {
+		std::fprintf(stderr, "%s", usage);
 		return 2;
 	}
 	setenv("NEURON_DAEMON", neurond.c_str(), 1);
-	test::NeurondProcess d(std::string(), {"--devices", "1", "--cores", "2", "--inference-cores", "1", "--hbm-mib",
-					      "1024", "--threads-per-core", "1", "--spin-us", "50", "--log-level", "warn"});
+	test::NeurondProcess d(std::string(), {"--backend", backend, "--devices", "1", "--cores", "2", "--inference-cores",
+					      "1", "--hbm-mib", "256", "--threads-per-core", "1", "--spin-us", "50",
+					      "--log-level", "warn"});
 	std::string err;
 	if (!d.start(&err)) {
 		std::fprintf(stderr, "bench-sharing: %s\n", err.c_str());
@@ -229,8 +237,8 @@ int main(int argc, char **argv)
 	const int reps = quick ? 30 : 100;
 	const int64_t n = 512;
 	setvbuf(stdout, nullptr, _IOLBF, 0);
-	std::printf("bench-sharing: neurond with 2 cores (1 inference, 1 training), 1 host thread per command, "
-		    "trainer = %lldx%lld fp32 matmuls\n\n", (long long)n, (long long)n);
+	std::printf("bench-sharing: neurond --backend %s with 2 cores (1 inference, 1 training), 1 host thread per "
+		    "command, trainer = %lldx%lld fp32 matmuls\n\n", backend.c_str(), (long long)n, (long long)n);
 	std::printf("%-58s %12s %12s %8s %s\n", "measure", "value", "reference", "ratio", "goal");
 
 	Tenant train, inf;
@@ -301,9 +309,13 @@ int main(int argc, char **argv)
 	}
 
 	const double p99 = pct(rec_ms, 0.99);
+	const bool emu = backend == "emu";
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "reclaim latency p50 under a saturating trainer", pct(rec_ms, 0.5), "-", "-", "");
 	std::printf("%-58s %10.3fms %12s %8s %s (late: %d of %d)\n", "reclaim latency p99 under a saturating trainer", p99, "-", "-",
-		    p99 <= 1.0 ? "<= 1 ms: met" : "<= 1 ms: NOT met", late, reps);
+		    !emu ? "" : p99 <= 1.0 ? "<= 1 ms: met" : "<= 1 ms: NOT met", late, reps);
+	const double tile_ms = double(tile_p99) / 1e6;
+	std::printf("%-58s %10.3fms %10.3fms %8.2f %s\n", "reclaim latency p99 in tile times (vs tile p99)", p99, tile_ms,
+		    p99 / tile_ms, p99 / tile_ms <= 3.0 ? "<= 3 tiles: met" : "<= 3 tiles: NOT met");
 	const double ib = pct(beside, 0.99), ia = pct(alone, 0.99);
 	std::printf("%-58s %10.0fus %10.0fus %8.2f %s\n", "inference p99 beside a saturating trainer (vs alone)", ib, ia,
 		    ib / ia, ib / ia <= 1.25 ? "<= 1.25x: met" : "<= 1.25x: NOT met");
@@ -320,7 +332,8 @@ int main(int argc, char **argv)
 		    "");
 	std::printf("%-58s %10.3fms %12s %8s %s (%llu of %llu tiles over 1 ms)\n",
 		    "longest tile, engine CPU time (preemption bound)", double(max_tile_cpu) / 1e6, "-", "-",
-		    max_tile_cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met", (unsigned long long)over_1ms,
+		    !emu ? "(kmd: the job's wall time)" : max_tile_cpu <= 1000000 ? "<= 1 ms: met" : "<= 1 ms: NOT met",
+		    (unsigned long long)over_1ms,
 		    (unsigned long long)tiles);
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, wall time (+ host preemption)", double(max_tile) / 1e6,
 		    "-", "-", "(a loaded host adds its time slices)");

@@ -256,3 +256,35 @@ double percentile(std::vector<double> v, double q)
 }
 
 } // namespace sh
+
+namespace sh {
+
+double tile_p99_ms()
+{
+	uint64_t p99 = 0;
+	const api::CapacityReply cap = capacity();
+	for (const auto &c : cap.cores())
+		p99 = std::max<uint64_t>(p99, c.tile_p99_ns());
+	return double(p99) / 1e6;
+}
+
+uint32_t scaled_ms(uint32_t host_ms, double tiles)
+{
+	return std::max<uint32_t>(host_ms, static_cast<uint32_t>(tiles * tile_p99_ms() + 0.5));
+}
+
+void wait_for_tiles(uint64_t count)
+{
+	for (int i = 0; i < 6000; ++i) {
+		uint64_t tiles = 0;
+		const api::CapacityReply cap = capacity();
+		for (const auto &c : cap.cores())
+			tiles += c.tiles();
+		if (tiles >= count)
+			return;
+		sleep_ms(10);
+	}
+	cr_assert_fail("the daemon ran fewer than %llu tiles in 60 s", (unsigned long long)count);
+}
+
+} // namespace sh

@@ -69,4 +69,16 @@ private:
 
 double percentile(std::vector<double> v, double q);
 
+// How long a tile takes on this machine now: the largest p99 of tile wall time over
+// the cores (from GetCapacity), in ms; 0 before any tiled command ran. Where tiles
+// are slow (the kmd backend in a TCG guest, tens of ms each), the suites' timing
+// goals are stated in tiles: the bound the tiling promises is "a few tiles".
+double tile_p99_ms();
+// The larger of host_ms and `tiles` tile times (tile_p99_ms): a deadline or window
+// that holds on a host and scales to slow tiles.
+uint32_t scaled_ms(uint32_t host_ms, double tiles);
+// Waits (up to 60 s) until the daemon has run `count` tiles in all, so tile_p99_ms
+// means something.
+void wait_for_tiles(uint64_t count);
+
 } // namespace sh

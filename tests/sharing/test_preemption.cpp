@@ -1,5 +1,7 @@
 // Reclaim under a saturating training load finishes by its deadline; inference goes
-// before training at tile boundaries; fair share within a class.
+// before training at tile boundaries; fair share within a class. Deadlines and
+// windows are the host's, or a few tile times where tiles are slow (the kmd backend
+// in a TCG guest): the promise is "within a few tiles", whatever a tile costs.
 #include "sharing_test.h"
 
 #include <cstdio>
@@ -9,21 +11,22 @@ using namespace sh;
 
 static void down() { stop_daemon(); }
 
-Test(preemption, reclaim_under_saturating_training_meets_deadline, .fini = down, .timeout = 120)
+Test(preemption, reclaim_under_saturating_training_meets_deadline, .fini = down, .timeout = 300)
 {
 	start_daemon({"--cores", "2"});
 	Tenant train;
 	train.open("trainer", NEURON_TENANT_TRAINING, 2);
 	Saturator load;
 	load.start(train, 512);
+	wait_for_tiles(16);
 	std::vector<double> ms;
 	int late = 0;
-	const uint32_t deadline_ms = 20;
+	const uint32_t deadline_ms = scaled_ms(20, 3);
 	for (int i = 0; i < 20; ++i) {
 		api::Response r = lend(api::POOL_INFERENCE, 1);
 		cr_assert(r.has_loans(), "lend %d: %s", i, r.has_error() ? r.error().message().c_str() : "?");
 		// Let the borrower get onto the core.
-		const uint64_t until = now_ns() + 30'000'000;
+		const uint64_t until = now_ns() + uint64_t(scaled_ms(30, 3)) * 1'000'000;
 		while (now_ns() < until) {
 			auto cap = capacity();
 			if (core_info(cap, 0, 0).last_tenant() == neuron_tenant_id(train.client))
@@ -44,7 +47,7 @@ Test(preemption, reclaim_under_saturating_training_meets_deadline, .fini = down,
 	train.close();
 }
 
-Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout = 120)
+Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout = 300)
 {
 	// One inference core, lent to a saturating trainer: each training command is a
 	// long 768^3 matmul, yet an inference command waits for one tile, not a command.
@@ -57,6 +60,10 @@ Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout
 	Saturator load;
 	load.start(train, 768, 2);
 	sleep_ms(200);
+	wait_for_tiles(16);
+	// A tile is bounded well under 5 ms on a host; a whole 768^3 command is far
+	// longer. Where tiles are slow, the bound is a few of them.
+	const double bound_us = 1000.0 * scaled_ms(5, 3);
 	const int64_t n = 16384;
 	const uint64_t buf = infer.alloc(n * 4);
 	std::vector<double> us;
@@ -77,13 +84,13 @@ Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout
 	const double p50 = percentile(us, 0.5), p99 = percentile(us, 0.99);
 	std::printf("inference beside a saturating trainer on a lent core: p50 %.0f us, p99 %.0f us "
 		    "(a training command takes ~%.0f us)\n", p50, p99, per_cmd_us);
-	// A tile is bounded well under 5 ms; a whole 768^3 command is far longer.
-	cr_assert(p50 < 5000, "inference waited %.0f us at the median: it did not go first", p50);
+	cr_assert(p50 < bound_us, "inference waited %.0f us at the median (bound %.0f us): it did not go first", p50,
+		  bound_us);
 	train.close();
 	infer.close();
 }
 
-Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 120)
+Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 300)
 {
 	start_daemon({"--cores", "2", "--inference-cores", "1"});
 	// Two training tenants on the one training core, both with the default weight 1:
@@ -94,17 +101,24 @@ Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 120)
 	Saturator la, lb;
 	la.start(a, 384);
 	lb.start(b, 384);
-	sleep_ms(1500);
+	wait_for_tiles(16);
+	// Core time within a window where both are saturating (not the drain after it).
+	auto busy = [&](uint64_t *ba, uint64_t *bb) {
+		const api::ListTenantsReply list = tenants(); // keep the reply alive while iterating
+		for (const auto &t : list.tenants()) {
+			if (t.tenant_id() == neuron_tenant_id(a.client))
+				*ba = t.busy_ns();
+			if (t.tenant_id() == neuron_tenant_id(b.client))
+				*bb = t.busy_ns();
+		}
+	};
+	uint64_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+	busy(&a0, &b0);
+	sleep_ms(static_cast<int>(scaled_ms(1500, 40)));
+	busy(&a1, &b1);
 	la.stop();
 	lb.stop();
-	uint64_t busy_a = 0, busy_b = 0;
-	const api::ListTenantsReply list = tenants(); // keep the reply alive while iterating
-	for (const auto &t : list.tenants()) {
-		if (t.tenant_id() == neuron_tenant_id(a.client))
-			busy_a = t.busy_ns();
-		if (t.tenant_id() == neuron_tenant_id(b.client))
-			busy_b = t.busy_ns();
-	}
+	const uint64_t busy_a = a1 - a0, busy_b = b1 - b0;
 	const double ratio = double(busy_a) / double(std::max<uint64_t>(busy_b, 1));
 	std::printf("fair share, equal weights on one core: busy %.0f ms vs %.0f ms (ratio %.2f)\n", busy_a / 1e6,
 		    busy_b / 1e6, ratio);

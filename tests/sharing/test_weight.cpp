@@ -22,7 +22,7 @@ static uint64_t busy_of(const api::ListTenantsReply &list, uint64_t id, uint32_t
 	return 0;
 }
 
-Test(weight, three_to_one_weights_give_three_to_one_core_time, .fini = down, .timeout = 120)
+Test(weight, three_to_one_weights_give_three_to_one_core_time, .fini = down, .timeout = 300)
 {
 	start_daemon({"--cores", "2", "--inference-cores", "1"});
 	Tenant heavy, light;
@@ -34,11 +34,13 @@ Test(weight, three_to_one_weights_give_three_to_one_core_time, .fini = down, .ti
 	lh.start(heavy, 384);
 	ll.start(light, 384);
 	sleep_ms(300); // both queues deep before the window opens
+	wait_for_tiles(16);
 	api::ListTenantsReply before = tenants();
 	uint32_t wh = 0, wl = 0;
 	const uint64_t h0 = busy_of(before, neuron_tenant_id(heavy.client), &wh);
 	const uint64_t l0 = busy_of(before, neuron_tenant_id(light.client), &wl);
-	sleep_ms(2000);
+	// Many turns of each: 2 s on a host, 60 tiles where tiles are slow.
+	sleep_ms(static_cast<int>(scaled_ms(2000, 60)));
 	api::ListTenantsReply after = tenants();
 	const uint64_t h1 = busy_of(after, neuron_tenant_id(heavy.client), &wh);
 	const uint64_t l1 = busy_of(after, neuron_tenant_id(light.client), &wl);

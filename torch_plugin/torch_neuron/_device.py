@@ -40,7 +40,8 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return device_count() > 0
+    """Whether this process has connected to neurond (never connects by itself)."""
+    return bool(_ops._connected())
 
 
 def init():
@@ -207,8 +208,8 @@ def manual_seed(seed) -> None:
 
 
 def manual_seed_all(seed) -> None:
-    for i in range(max(device_count(), 1)):
-        _ops.manual_seed(i, int(seed))
+    """Seeds every device's default generator; does not connect to neurond."""
+    _ops.manual_seed_all(int(seed))
 
 
 def seed() -> None:
@@ -226,6 +227,7 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device="neuron") -> torch.Tensor:
+    """The device generator's state: 16 bytes (Philox seed and offset, uint8, on the CPU)."""
     return _ops.get_rng_state(_index(device))
 
 

@@ -6,6 +6,7 @@
 // (exp, log, pow, softmax's dtype, norms, losses) in float32, and ops with
 // several floating inputs (addcmul, index_put, ...) in the widest input dtype.
 // Every other op falls through to the device kernel as called.
+#include <ATen/Operators.h>
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
@@ -17,6 +18,16 @@ using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
 using c10::IntArrayRef;
+
+// PyTorch's own ban (autocast_mode.cpp) is not exported: the same message.
+Tensor binary_cross_entropy_banned(const Tensor &, const Tensor &, const std::optional<Tensor> &, int64_t)
+{
+	TORCH_CHECK(false, "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+			   "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+			   "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+			   "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+			   "safe to autocast.");
+}
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
@@ -37,8 +48,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m)
 #undef NEURON_PROMOTE
 	// As on CUDA: binary_cross_entropy is unsafe in half precision; autocast
 	// raises and points at binary_cross_entropy_with_logits.
-	m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"),
-	       TORCH_FN((&at::autocast::binary_cross_entropy_banned)));
+	m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN((&binary_cross_entropy_banned)));
 }
 
 } // namespace

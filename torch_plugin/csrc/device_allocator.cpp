@@ -1,9 +1,10 @@
-// The caching device (HBM) allocator over neuron_alloc: per device and stream
-// size classes (small blocks <= 1 MiB rounded to powers of two, larger ones to
-// 2 MiB); a freed block is reused on its stream at once and on others after
-// their recorded work; on out-of-memory it syncs, returns the cache to neurond and
+// The caching device (HBM) allocator over neuron_alloc, per device and stream
+// (block_pool.h: small blocks <= 1 MiB in power-of-two classes, larger ones cut
+// from the best-fitting free block and merged back when freed); a freed block is
+// reused on its stream at once and on others after their recorded work; on out-of-memory it syncs, returns the cache to neurond and
 // retries, then raises torch.OutOfMemoryError. Owner of its maps: one recursive
 // mutex (never taken with the GIL's help: deleters run inside Python's GC).
+#include "block_pool.h"
 #include "memory.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -21,26 +22,6 @@ namespace torch_neuron {
 namespace {
 
 constexpr int kMaxDev = 16;
-
-size_t round_size(size_t n)
-{
-	if (n <= (1u << 20)) {
-		size_t r = 512;
-		while (r < n)
-			r <<= 1;
-		return r;
-	}
-	const size_t step = 2u << 20;
-	return (n + step - 1) / step * step;
-}
-
-struct Block {
-	int device;
-	int64_t stream;
-	size_t size;
-	size_t requested;
-	std::vector<int64_t> other_streams;
-};
 
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingAllocator::StatType;
@@ -71,23 +52,17 @@ public:
 		if (!connected() || dev >= device_count())
 			check_device(dev);
 		const int64_t stream = current_stream(dev).id();
-		const size_t size = round_size(n);
+		const size_t size = BlockPool::round_size(n);
+		const bool small = BlockPool::is_small(size);
 		std::lock_guard lock(mu_);
-		uint64_t addr = 0;
-		auto &fl = free_[key(dev, stream, size)];
-		if (!fl.empty()) {
-			addr = fl.back();
-			fl.pop_back();
-		} else {
-			addr = device_alloc(dev, size);
-		}
-		blocks_[addr] = Block{dev, stream, size, n, {}};
+		std::optional<uint64_t> cached = pool_.take(dev, stream, size, n);
+		const uint64_t addr = cached ? *cached : device_alloc(dev, stream, size, n);
 		auto &st = stats_[dev];
-		stat_add(st.allocated_bytes, size <= (1u << 20), size);
-		stat_add(st.active_bytes, size <= (1u << 20), size);
-		stat_add(st.requested_bytes, size <= (1u << 20), n);
-		stat_add(st.allocation, size <= (1u << 20), 1);
-		stat_add(st.active, size <= (1u << 20), 1);
+		stat_add(st.allocated_bytes, small, size);
+		stat_add(st.active_bytes, small, size);
+		stat_add(st.requested_bytes, small, n);
+		stat_add(st.allocation, small, 1);
+		stat_add(st.active, small, 1);
 		return c10::DataPtr(reinterpret_cast<void *>(addr), reinterpret_cast<void *>(addr), &deleter, device);
 	}
 
@@ -114,11 +89,11 @@ public:
 		int dev = 0;
 		{
 			std::lock_guard lock(mu_);
-			auto it = blocks_.find(addr);
-			if (it == blocks_.end())
+			const PoolBlock *b = pool_.find(addr);
+			if (!b)
 				return;
-			others = it->second.other_streams;
-			dev = it->second.device;
+			others = b->other_streams;
+			dev = b->device;
 		}
 		// A block used on other streams waits for them before it is reused.
 		for (int64_t s : others) {
@@ -129,14 +104,13 @@ public:
 			}
 		}
 		std::lock_guard lock(mu_);
-		auto it = blocks_.find(addr);
-		if (it == blocks_.end())
+		const PoolBlock *found = pool_.find(addr);
+		if (!found)
 			return;
-		const Block b = it->second;
-		blocks_.erase(it);
-		free_[key(b.device, b.stream, b.size)].push_back(addr);
+		const PoolBlock b = *found;
+		pool_.give_back(addr);
 		auto &st = stats_[b.device];
-		const bool small = b.size <= (1u << 20);
+		const bool small = BlockPool::is_small(b.size);
 		stat_add(st.allocated_bytes, small, -static_cast<int64_t>(b.size));
 		stat_add(st.active_bytes, small, -static_cast<int64_t>(b.size));
 		stat_add(st.requested_bytes, small, -static_cast<int64_t>(b.requested));
@@ -159,10 +133,10 @@ public:
 	void recordStream(const c10::DataPtr &ptr, c10::Stream stream) override
 	{
 		std::lock_guard lock(mu_);
-		auto it = blocks_.find(dev_addr(ptr.get()));
-		if (it == blocks_.end() || it->second.stream == stream.id())
+		PoolBlock *b = pool_.find(dev_addr(ptr.get()));
+		if (!b || b->stream == stream.id())
 			return;
-		auto &o = it->second.other_streams;
+		auto &o = b->other_streams;
 		if (std::find(o.begin(), o.end(), stream.id()) == o.end())
 			o.push_back(stream.id());
 	}
@@ -201,19 +175,16 @@ public:
 		return {info.hbm_bytes - info.hbm_used_bytes, info.hbm_bytes};
 	}
 
-private:
-	struct Key {
-		int device;
-		int64_t stream;
-		size_t size;
-		bool operator<(const Key &o) const
-		{
-			return std::tie(device, stream, size) < std::tie(o.device, o.stream, o.size);
-		}
-	};
-	static Key key(int d, int64_t s, size_t n) { return Key{d, s, n}; }
+	// Segments and blocks for torch.neuron.memory_snapshot().
+	std::vector<std::pair<PoolSegment, std::vector<std::pair<uint64_t, PoolBlock>>>> snapshot()
+	{
+		std::lock_guard lock(mu_);
+		return pool_.snapshot();
+	}
 
-	uint64_t device_alloc(int dev, size_t size)
+private:
+	// A new segment of `size` bytes holding one allocated block.
+	uint64_t device_alloc(int dev, int64_t stream, size_t size, size_t requested)
 	{
 		uint64_t addr = 0;
 		neuron_status s = neuron_alloc(client(), dev, size, 256, &addr);
@@ -235,39 +206,26 @@ private:
 		}
 		if (s != NEURON_OK)
 			throw_status(s, "allocating device memory");
-		segments_[addr] = {dev, size};
-		stat_add(stats_[dev].reserved_bytes, size <= (1u << 20), size);
-		stat_add(stats_[dev].segment, size <= (1u << 20), 1);
+		pool_.add_segment(dev, stream, addr, size, requested);
+		stat_add(stats_[dev].reserved_bytes, BlockPool::is_small(size), size);
+		stat_add(stats_[dev].segment, BlockPool::is_small(size), 1);
 		stats_[dev].num_device_alloc++;
 		return addr;
 	}
 
 	void release_cached_locked(int dev)
 	{
-		for (auto it = free_.begin(); it != free_.end();) {
-			if (dev >= 0 && it->first.device != dev) {
-				++it;
-				continue;
-			}
-			for (uint64_t addr : it->second) {
-				neuron_free(client(), it->first.device, addr);
-				auto seg = segments_.find(addr);
-				if (seg != segments_.end()) {
-					stat_add(stats_[seg->second.first].reserved_bytes, seg->second.second <= (1u << 20),
-						 -static_cast<int64_t>(seg->second.second));
-					stat_add(stats_[seg->second.first].segment, seg->second.second <= (1u << 20), -1);
-					stats_[seg->second.first].num_device_free++;
-					segments_.erase(seg);
-				}
-			}
-			it = free_.erase(it);
+		for (const PoolSegment &seg : pool_.drain_free_segments(dev)) {
+			neuron_free(client(), seg.device, seg.addr);
+			auto &st = stats_[seg.device];
+			stat_add(st.reserved_bytes, BlockPool::is_small(seg.size), -static_cast<int64_t>(seg.size));
+			stat_add(st.segment, BlockPool::is_small(seg.size), -1);
+			st.num_device_free++;
 		}
 	}
 
 	std::recursive_mutex mu_;
-	std::unordered_map<uint64_t, Block> blocks_;
-	std::map<Key, std::vector<uint64_t>> free_;
-	std::unordered_map<uint64_t, std::pair<int, size_t>> segments_;
+	BlockPool pool_;
 	std::array<DeviceStats, kMaxDev> stats_{};
 };
 
@@ -297,6 +255,19 @@ MemStats mem_stats(int device)
 }
 
 void reset_peak(int device) { dev_alloc().resetPeakStats(device); }
+
+std::vector<int64_t> memory_snapshot_flat()
+{
+	std::vector<int64_t> out;
+	for (const auto &[seg, blocks] : dev_alloc().snapshot()) {
+		out.insert(out.end(), {seg.device, static_cast<int64_t>(seg.addr), static_cast<int64_t>(seg.size), seg.stream,
+				       static_cast<int64_t>(blocks.size())});
+		for (const auto &[addr, b] : blocks)
+			out.insert(out.end(), {static_cast<int64_t>(addr), static_cast<int64_t>(b.size),
+					       static_cast<int64_t>(b.requested), b.allocated ? 1 : 0});
+	}
+	return out;
+}
 
 void empty_cache()
 {

@@ -193,7 +193,7 @@ TraceSlots trace_take_slots(int dev)
 
 uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots &slots)
 {
-	const InFlight done;
+	InFlight done;
 	State &s = state();
 	neuron_event last{};
 	neuron_event_record(sq.core, &last);

@@ -3,6 +3,7 @@
 #include "runtime.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <array>

@@ -10,6 +10,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
+#include <vector>
 
 namespace torch_neuron {
 
@@ -35,6 +36,9 @@ struct MemStats {
 };
 MemStats mem_stats(int device);
 void reset_peak(int device);
+// Every device segment, flattened: device, address, size, stream, block count,
+// then per block address, size, requested bytes, allocated (0/1).
+std::vector<int64_t> memory_snapshot_flat();
 void empty_cache();
 
 } // namespace torch_neuron

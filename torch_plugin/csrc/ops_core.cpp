@@ -442,6 +442,7 @@ TORCH_LIBRARY(neuron, m)
 	m.def("memory_stats(int device) -> int[]", &op_memory_stats);
 	m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak);
 	m.def("empty_cache() -> ()", &op_empty_cache);
+	m.def("memory_snapshot() -> int[]", &memory_snapshot_flat);
 	m.def("fallback_counts() -> str", &op_fallback_counts);
 	m.def("native_counts() -> str", &op_native_counts);
 	m.def("reset_op_counts() -> ()", &op_reset_counts);

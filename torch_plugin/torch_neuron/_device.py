@@ -9,7 +9,7 @@ __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
     "is_initialized", "init", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
-    "reset_peak_memory_stats", "empty_cache", "memory_stats", "mem_get_info",
+    "reset_peak_memory_stats", "empty_cache", "memory_stats", "memory_snapshot", "mem_get_info",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "get_device_name", "get_device_properties", "get_amp_supported_dtype",
@@ -170,6 +170,29 @@ def empty_cache() -> None:
 
 def memory_stats(device=None) -> dict:
     return torch.accelerator.memory_stats(torch.device("neuron", _index(device)))
+
+
+def memory_snapshot():
+    """The caching allocator's segments and their blocks (as torch.cuda.memory_snapshot):
+    a list of dicts with device, address, total_size, allocated_size, requested_size,
+    stream, segment_type ('small' or 'large') and blocks (address, size,
+    requested_size, state 'active_allocated' or 'inactive')."""
+    flat = list(_ops.memory_snapshot())
+    out, i = [], 0
+    while i < len(flat):
+        device, addr, size, stream, n = flat[i:i + 5]
+        i += 5
+        blocks = []
+        for _ in range(n):
+            b_addr, b_size, req, alloc = flat[i:i + 4]
+            i += 4
+            blocks.append({"address": b_addr, "size": b_size, "requested_size": req,
+                           "state": "active_allocated" if alloc else "inactive"})
+        out.append({"device": device, "address": addr, "total_size": size, "stream": stream,
+                    "segment_type": "small" if size <= (1 << 20) else "large",
+                    "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+                    "requested_size": sum(b["requested_size"] for b in blocks), "blocks": blocks})
+    return out
 
 
 def mem_get_info(device=None):

@@ -85,7 +85,7 @@ def test_rng_state_and_fork_rng():
 
 def test_normal_uniform_bernoulli_distributions():
     torch.neuron.manual_seed(11)
-    x = torch.randn(N, device=DEV).double().cpu().numpy()
+    x = torch.randn(N, device=DEV).cpu().double().numpy()
     assert abs(x.mean()) < 6 / math.sqrt(N) and abs(x.var() - 1) < 6 * math.sqrt(2 / N)
     assert stats.kstest(x, "norm").pvalue > ALPHA
     y = torch.empty(N, device=DEV).normal_(3, 0.5).cpu().numpy()
@@ -99,7 +99,7 @@ def test_normal_uniform_bernoulli_distributions():
     b = torch.empty(N, device=DEV).bernoulli_(0.2).cpu()
     assert set(b.unique().tolist()) <= {0.0, 1.0}
     assert stats.binomtest(int(b.sum()), N, 0.2).pvalue > ALPHA
-    p = torch.linspace(0, 1, N, device=DEV)
+    p = torch.linspace(0, 1, N).to(DEV)
     bt = torch.bernoulli(p).cpu()
     # E[sum] = sum(p); the per-position rates follow p (first vs last decile).
     assert abs(bt.sum() - N / 2) < 6 * math.sqrt(N / 6)

@@ -11,6 +11,9 @@
 #ifndef USE_KINETO
 #define USE_KINETO 1
 #endif
+// GenericTraceActivity's metadata goes through fmt, whose compiled part libtorch
+// does not export: compile it into this file.
+#define FMT_HEADER_ONLY 1
 
 #include "device_trace.h"
 
@@ -120,8 +123,9 @@ public:
 
 private:
 	std::string name_ = "neuron";
-	std::set<libkineto::ActivityType> activities_ = {libkineto::ActivityType::CONCURRENT_KERNEL,
-							 libkineto::ActivityType::PRIVATEUSE1_RUNTIME};
+	// Device kernels only: a CPU-only profile asks for PRIVATEUSE1_RUNTIME (host-side
+	// runtime calls) too, and must not turn the device trace on.
+	std::set<libkineto::ActivityType> activities_ = {libkineto::ActivityType::CONCURRENT_KERNEL};
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);

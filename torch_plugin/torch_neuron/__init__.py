@@ -53,7 +53,8 @@ def _load():
         _check_build()
         torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
     except (ImportError, OSError, RuntimeError) as e:
-        _load_error = _explain(e)
+        # torch.ops.load_library wraps the loader's message; keep the original.
+        _load_error = _explain(f"{e} ({e.__cause__})" if e.__cause__ else e)
         warnings.warn(_load_error, RuntimeWarning, stacklevel=2)
         _register_unavailable()
         return

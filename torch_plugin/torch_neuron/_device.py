@@ -226,13 +226,19 @@ def get_amp_supported_dtype():
 
 # ---- random numbers ----
 
+def _as_int64(seed):
+    # Seeds are 64-bit unsigned (torch.seed() draws from all of them); the op takes int64.
+    seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    return seed - (1 << 64) if seed >= 1 << 63 else seed
+
+
 def manual_seed(seed) -> None:
-    _ops.manual_seed(current_device(), int(seed))
+    _ops.manual_seed(current_device(), _as_int64(seed))
 
 
 def manual_seed_all(seed) -> None:
     """Seeds every device's default generator; does not connect to neurond."""
-    _ops.manual_seed_all(int(seed))
+    _ops.manual_seed_all(_as_int64(seed))
 
 
 def seed() -> None:
@@ -246,7 +252,7 @@ def seed_all() -> None:
 
 
 def initial_seed() -> int:
-    return int(_ops.initial_seed(current_device()))
+    return int(_ops.initial_seed(current_device())) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 def get_rng_state(device="neuron") -> torch.Tensor:

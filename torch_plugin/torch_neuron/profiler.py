@@ -3,8 +3,9 @@
 ``torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])``
 records every command the chip ran (csrc/kineto_profiler.cpp): its device start and
 end as the chip stamped them, device, stream, and the op that launched it.
-:func:`device_metrics` joins each command with its launching op (and that op's
-Python source line when the profile had ``with_stack=True``);
+:func:`device_metrics` joins each command with its launching op (and, when the profile had
+``with_stack=True``, the user's Python function that ran it, as
+``file(line): function`` with the line torch's Python tracer reports);
 :func:`export_parquet` writes those rows to a Parquet file (pyarrow), one row per
 device command::
 
@@ -20,12 +21,36 @@ __all__ = ["device_metrics", "export_parquet", "COLUMNS"]
 COLUMNS = ["command", "op", "source", "device", "stream", "start_ns", "end_ns", "duration_ns", "correlation_id"]
 
 
+def _is_user_frame(name):
+    return ("torch/" not in name and "torch_neuron/" not in name and not name.startswith("<built-in")
+            and "/site-packages/" not in name)
+
+
 def _source_line(stack):
-    # The innermost frame outside torch itself: the user's line that called the op.
+    # The innermost frame outside torch itself: the user's function that called the op.
     for frame in stack or []:
-        if "torch/" not in frame and "torch_neuron/" not in frame and not frame.startswith("<built-in"):
+        if _is_user_frame(frame):
             return frame
     return stack[0] if stack else ""
+
+
+class _PythonFrames:
+    """The Python function events of a with_stack profile, per thread, to find the
+    innermost user frame running when an op started (torch attaches stacks to ops
+    only with experimental_config(verbose=True); the frames are there either way)."""
+
+    def __init__(self, events):
+        self.by_thread = {}
+        for e in events:
+            if e.is_python_function() and _is_user_frame(e.name()):
+                self.by_thread.setdefault(e.start_thread_id(), []).append(e)
+
+    def at(self, op):
+        best = None
+        for f in self.by_thread.get(op.start_thread_id(), ()):
+            if f.start_ns() <= op.start_ns() <= f.end_ns() and (best is None or f.start_ns() >= best.start_ns()):
+                best = f
+        return best.name() if best is not None else ""
 
 
 def device_metrics(prof):
@@ -35,6 +60,7 @@ def device_metrics(prof):
         raise RuntimeError("the profile has no results yet: call this after the `with` block")
     events = results.events()
     ops = {}
+    frames = _PythonFrames(events)
     for e in events:
         if e.device_type() == torch.autograd.DeviceType.CPU and e.correlation_id():
             ops[e.correlation_id()] = e
@@ -46,7 +72,7 @@ def device_metrics(prof):
         rows.append({
             "command": e.name(),
             "op": op.name() if op is not None else "",
-            "source": _source_line(op.stack()) if op is not None else "",
+            "source": (_source_line(op.stack()) or frames.at(op)) if op is not None else "",
             "device": e.device_index(),
             "stream": e.device_resource_id(),
             "start_ns": e.start_ns(),

@@ -1,5 +1,7 @@
 #include "block_pool.h"
 
+#include <algorithm>
+
 namespace torch_neuron {
 
 size_t BlockPool::round_size(size_t n)
@@ -22,16 +24,30 @@ void BlockPool::insert_free(uint64_t addr, PoolBlock b)
 	blocks_[addr] = std::move(b);
 }
 
+std::vector<uint64_t> *BlockPool::small_list(int device, int64_t stream, size_t size)
+{
+	return &small_free_[SmallKey{device, stream, size}];
+}
+
 std::optional<uint64_t> BlockPool::take(int device, int64_t stream, size_t size, size_t requested)
 {
 	const bool small = is_small(size);
+	if (small) {
+		std::vector<uint64_t> *list = small_list(device, stream, size);
+		if (list->empty())
+			return std::nullopt;
+		const uint64_t addr = list->back();
+		list->pop_back();
+		PoolBlock &b = blocks_.at(addr);
+		b.requested = requested;
+		b.allocated = true;
+		return addr;
+	}
 	auto it = free_.lower_bound(FreeKey{device, stream, small, size, 0});
 	if (it == free_.end() || std::get<0>(*it) != device || std::get<1>(*it) != stream || std::get<2>(*it) != small)
 		return std::nullopt;
 	const size_t have = std::get<3>(*it);
 	const uint64_t addr = std::get<4>(*it);
-	if (small && have != size) // small blocks are size classes: no splitting
-		return std::nullopt;
 	free_.erase(it);
 	PoolBlock &b = blocks_.at(addr);
 	if (have > size) { // the rest stays free in the same segment
@@ -70,6 +86,14 @@ void BlockPool::give_back(uint64_t addr)
 	auto it = blocks_.find(addr);
 	if (it == blocks_.end() || !it->second.allocated)
 		return;
+	if (is_small(it->second.size)) { // a whole segment: nothing to merge
+		PoolBlock &b = it->second;
+		b.allocated = false;
+		b.requested = 0;
+		b.other_streams.clear();
+		small_list(b.device, b.stream, b.size)->push_back(addr);
+		return;
+	}
 	uint64_t start = addr;
 	PoolBlock merged = it->second;
 	// The next block of the segment, if free, joins this one.
@@ -103,7 +127,13 @@ std::vector<PoolSegment> BlockPool::drain_free_segments(int device)
 			++it;
 			continue;
 		}
-		free_.erase(free_key(b->first, b->second));
+		if (is_small(seg.size)) {
+			std::vector<uint64_t> *list = small_list(seg.device, seg.stream, seg.size);
+			if (auto f = std::find(list->begin(), list->end(), seg.addr); f != list->end())
+				list->erase(f);
+		} else {
+			free_.erase(free_key(b->first, b->second));
+		}
 		blocks_.erase(b);
 		out.push_back(seg);
 		it = segments_.erase(it);

@@ -58,6 +58,13 @@ public:
 	std::vector<std::pair<PoolSegment, std::vector<std::pair<uint64_t, PoolBlock>>>> snapshot() const;
 
 private:
+	// Small blocks keep their entry in blocks_ for the segment's life; the free
+	// ones of a (device, stream, size class) wait in a LIFO list, so the common
+	// small allocation and free touch no tree node.
+	using SmallKey = std::tuple<int, int64_t, size_t>; // device, stream, size
+	std::map<SmallKey, std::vector<uint64_t>> small_free_;
+	std::vector<uint64_t> *small_list(int device, int64_t stream, size_t size);
+
 	using FreeKey = std::tuple<int, int64_t, bool, size_t, uint64_t>; // device, stream, small, size, addr
 	static FreeKey free_key(uint64_t addr, const PoolBlock &b) { return {b.device, b.stream, is_small(b.size), b.size, addr}; }
 	void insert_free(uint64_t addr, PoolBlock b);

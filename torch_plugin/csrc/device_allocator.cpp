@@ -89,13 +89,18 @@ public:
 		int dev = 0;
 		{
 			std::lock_guard lock(mu_);
-			const PoolBlock *b = pool_.find(addr);
+			PoolBlock *b = pool_.find(addr);
 			if (!b)
 				return;
+			if (b->other_streams.empty()) { // the common case: one critical section
+				free_locked(addr, *b);
+				return;
+			}
 			others = b->other_streams;
 			dev = b->device;
 		}
-		// A block used on other streams waits for them before it is reused.
+		// A block used on other streams waits for them before it is reused (without
+		// the lock: their submitters may allocate).
 		for (int64_t s : others) {
 			try {
 				sync_stream(stream_queues(c10::Stream(c10::Stream::UNSAFE,
@@ -104,18 +109,8 @@ public:
 			}
 		}
 		std::lock_guard lock(mu_);
-		const PoolBlock *found = pool_.find(addr);
-		if (!found)
-			return;
-		const PoolBlock b = *found;
-		pool_.give_back(addr);
-		auto &st = stats_[b.device];
-		const bool small = BlockPool::is_small(b.size);
-		stat_add(st.allocated_bytes, small, -static_cast<int64_t>(b.size));
-		stat_add(st.active_bytes, small, -static_cast<int64_t>(b.size));
-		stat_add(st.requested_bytes, small, -static_cast<int64_t>(b.requested));
-		stat_add(st.allocation, small, -1);
-		stat_add(st.active, small, -1);
+		if (PoolBlock *b = pool_.find(addr))
+			free_locked(addr, *b);
 	}
 
 	bool initialized() override { return connected(); }
@@ -183,6 +178,20 @@ public:
 	}
 
 private:
+	void free_locked(uint64_t addr, const PoolBlock &found)
+	{
+		const int dev = found.device;
+		const size_t size = found.size, requested = found.requested;
+		pool_.give_back(addr);
+		auto &st = stats_[dev];
+		const bool small = BlockPool::is_small(size);
+		stat_add(st.allocated_bytes, small, -static_cast<int64_t>(size));
+		stat_add(st.active_bytes, small, -static_cast<int64_t>(size));
+		stat_add(st.requested_bytes, small, -static_cast<int64_t>(requested));
+		stat_add(st.allocation, small, -1);
+		stat_add(st.active, small, -1);
+	}
+
 	// A new segment of `size` bytes holding one allocated block.
 	uint64_t device_alloc(int dev, int64_t stream, size_t size, size_t requested)
 	{

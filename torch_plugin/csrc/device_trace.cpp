@@ -60,7 +60,8 @@ struct State {
 	std::vector<Chunk> chunks[kMaxDev]; // slot i of a device: chunks[i / kChunkSlots], i % kChunkSlots
 	size_t next_slot[kMaxDev] = {};
 	std::vector<Pending> pending;
-	std::unordered_map<const neuron_queue *, size_t> last_end; // a queue's last end stamp
+	// A queue's last end stamp: its slot and the stamp command's seq.
+	std::unordered_map<const neuron_queue *, std::pair<size_t, uint64_t>> last_end;
 	std::vector<StreamQueues *> streams;
 };
 
@@ -201,8 +202,10 @@ uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots
 	size_t prev_end = kNoSlot;
 	{
 		std::lock_guard lock(s.mu);
-		if (auto it = s.last_end.find(sq.core); it != s.last_end.end())
-			prev_end = it->second;
+		// Only if the stamp is the queue's last command: an event wait submitted
+		// since (guard.cpp) may hold the queue after it.
+		if (auto it = s.last_end.find(sq.core); it != s.last_end.end() && it->second.second == last.value)
+			prev_end = it->second.first;
 	}
 	Pending p;
 	if (idle || cmd.wait.queue_id != 0 || prev_end == kNoSlot) {
@@ -219,7 +222,7 @@ uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots
 	const uint64_t seq = submit_or_fail(sq, cmd);
 	neuron_cmd ts;
 	timestamp_cmd(ts, slots.end_addr);
-	submit_or_fail(sq, ts);
+	const uint64_t end_seq = submit_or_fail(sq, ts);
 	p.end = slots.end_index;
 	int64_t elements = 1;
 	for (int i = 0; i < cmd.operands[0].ndim; ++i)
@@ -227,7 +230,7 @@ uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots
 	p.rec = DeviceRecord{opcode_name(cmd.opcode), tl_correlation.empty() ? 0 : tl_correlation.back(), sq.device,
 			     sq.id, seq, cmd.num_operands ? elements : 0, 0, 0};
 	std::lock_guard lock(s.mu);
-	s.last_end[sq.core] = p.end;
+	s.last_end[sq.core] = {p.end, end_seq};
 	if (std::find(s.streams.begin(), s.streams.end(), &sq) == s.streams.end())
 		s.streams.push_back(&sq);
 	s.pending.push_back(std::move(p));

@@ -51,7 +51,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 	void synchronizeStream(const c10::Stream &s) const override { sync_stream(stream_queues(s)); }
 	void synchronizeDevice(const c10::DeviceIndex d) const override { sync_device(d < 0 ? current_device() : d); }
 
-	void record(void **event, const c10::Stream &stream, const c10::DeviceIndex, const c10::EventFlag) const override
+	void record(void **event, const c10::Stream &stream, const c10::DeviceIndex, const c10::EventFlag flag) const override
 	{
 		auto *ev = static_cast<Event *>(*event);
 		if (!ev) {
@@ -60,6 +60,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 		}
 		StreamQueues &sq = stream_queues(stream);
 		ev->value = stream_point(sq);
+		// BACKEND_DEFAULT is what torch.Event(enable_timing=True) passes.
+		if (flag == c10::EventFlag::BACKEND_DEFAULT)
+			ev->value = stamp_event(*ev, sq);
 		ev->sq = &sq;
 		ev->queue = sq.core;
 		ev->queue_id = neuron_queue_id(sq.core);
@@ -104,12 +107,37 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 	void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override { delete static_cast<Event *>(event); }
 	double elapsedTime(void *e1, void *e2, const c10::DeviceIndex) const override
 	{
-		// The simulated device has no timestamps: completion times as the host sees them.
 		synchronizeEvent(e1);
 		synchronizeEvent(e2);
 		auto *a = static_cast<Event *>(e1), *b = static_cast<Event *>(e2);
 		TORCH_CHECK(a && b && a->value && b->value, "neuron: elapsed_time needs two recorded events");
+		if (a->stamp && b->stamp)
+			return static_cast<double>(read_stamp(*b) - read_stamp(*a)) / 1e6;
+		// Events recorded without timing: completion times as the host saw them.
 		return std::max<int64_t>(0, b->done_ns - a->done_ns) / 1e6;
+	}
+
+	// Submits the event's TIMESTAMP after the stream's work so far; its seq.
+	static uint64_t stamp_event(Event &ev, StreamQueues &sq)
+	{
+		if (!ev.stamp) {
+			const int old = current_device();
+			set_current_device(sq.device);
+			ev.stamp = device_allocator()->allocate(sizeof(int64_t));
+			set_current_device(old);
+		}
+		neuron_cmd cmd;
+		neuron_cmd_init(&cmd, NEURON_OP_TIMESTAMP, 1);
+		const int64_t one[1] = {1};
+		cmd.operands[0] = neuron_desc_contiguous(dev_addr(ev.stamp.get()), NEURON_DTYPE_I64, 1, one);
+		return submit_core(sq, cmd);
+	}
+
+	static int64_t read_stamp(const Event &ev)
+	{
+		int64_t ns = 0;
+		check(neuron_memcpy_d2h(ev.sq->dma, &ns, dev_addr(ev.stamp.get()), sizeof(ns)), "reading an event's timestamp");
+		return ns;
 	}
 	void recordDataPtrOnStream(const c10::DataPtr &p, const c10::Stream &s) const override
 	{

@@ -20,7 +20,13 @@ if [ ! -e "$stack_build/libneuron/libneuron.so.1" ]; then
 	ninja -C "$stack_build" -j2 libneuron/libneuron.so.1.0.0 daemon/neurond
 fi
 
-TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip install --no-build-isolation --no-deps \
+# Build the wheel, pin it to the torch it was built against (its C++ ABI matches
+# no other), then install it.
+dist="$here/.build/dist"
+rm -rf "$dist"
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip wheel --no-build-isolation --no-deps -w "$dist" \
 	-Cbuild-dir="$here/.build" -Csetup-args=-Dneuron_build="$stack_build" \
 	-Ccompile-args=-j2 "$here"
+"$py" "$here/tools/pin_torch.py" "$dist"/torch_neuron-*.whl
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip install --no-deps --force-reinstall "$dist"/torch_neuron-*.whl
 echo "torch_neuron installed; check: python3 -c \"import torch; print(torch.randn(3).to('neuron'))\" (needs neurond, see torch_plugin/README.md)"

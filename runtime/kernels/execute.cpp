@@ -152,6 +152,20 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_adam_step(cmd, views, max_threads);
 	case NEURON_OP_ARG_REDUCE:
 		return detail::run_arg_reduce(cmd, views[0], views[1], max_threads);
+	case NEURON_OP_RNG:
+		return detail::run_rng(cmd, views[0], max_threads);
+	case NEURON_OP_DROPOUT:
+		return detail::run_dropout(cmd, views, max_threads);
+	case NEURON_OP_RANDPERM:
+		return detail::run_randperm(cmd, views[0], max_threads);
+	case NEURON_OP_MULTINOMIAL:
+		return detail::run_multinomial(cmd, views, max_threads);
+	case NEURON_OP_TIMESTAMP:
+		return detail::run_timestamp(views[0]);
+	case NEURON_OP_AMP_UNSCALE:
+		return detail::run_amp_unscale(cmd, views, max_threads);
+	case NEURON_OP_AMP_UPDATE_SCALE:
+		return detail::run_amp_update_scale(cmd, views, max_threads);
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

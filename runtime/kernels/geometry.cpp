@@ -82,7 +82,19 @@ bool same_view(const neuron_tensor_desc &a, const neuron_tensor_desc &b)
 	return true;
 }
 
-int written_operands(uint16_t opcode) { return opcode == NEURON_OP_ADAM_STEP ? 3 : 1; }
+int written_operands(uint16_t opcode)
+{
+	switch (opcode) {
+	case NEURON_OP_ADAM_STEP:
+		return 3;
+	case NEURON_OP_DROPOUT:          // out, mask
+	case NEURON_OP_AMP_UNSCALE:      // grad, found_inf
+	case NEURON_OP_AMP_UPDATE_SCALE: // scale, growth_tracker
+		return 2;
+	default:
+		return 1;
+	}
+}
 
 namespace {
 

@@ -37,6 +37,15 @@ Result run_arg_reduce(const neuron_cmd &cmd, const View &out, const View &in, in
 Result run_index_copy(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // indexing.cpp
 Result run_scatter(const neuron_cmd &cmd, std::span<const View> v, int max_threads);    // indexing.cpp
 
+// ISA 1.4
+Result run_rng(const neuron_cmd &cmd, const View &out, int max_threads);                 // random.cpp
+Result run_dropout(const neuron_cmd &cmd, std::span<const View> v, int max_threads);     // random.cpp
+Result run_randperm(const neuron_cmd &cmd, const View &out, int max_threads);            // random.cpp
+Result run_multinomial(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // random.cpp
+Result run_timestamp(const View &out);                                                    // amp.cpp
+Result run_amp_unscale(const neuron_cmd &cmd, std::span<const View> v, int max_threads);  // amp.cpp
+Result run_amp_update_scale(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // amp.cpp
+
 Fault exec_fault(std::string message);
 
 } // namespace neuron::kernels::detail

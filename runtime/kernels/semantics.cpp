@@ -2,41 +2,20 @@
 // command alone (no memory ownership). The chip runs it on its private copy of a
 // slot before resolving addresses, so execute() can trust shapes, dtypes and
 // scalars. Every rejection names the operand, the field and what was expected.
-#include "dtype.h"
-#include "kernels.h"
+#include "semantics_checks.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 
 namespace neuron::kernels {
 
+namespace semantics {
+
 namespace {
 
-std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char *f, ...)
-{
-	char buf[NEURON_FAULT_REASON_LEN];
-	va_list ap;
-	va_start(ap, f);
-	std::vsnprintf(buf, sizeof(buf), f, ap);
-	va_end(ap);
-	return buf;
-}
-
-Fault bad(const std::string &msg) { return Fault{NEURON_FAULT_BAD_OPERAND, msg}; }
-
-struct OpInfo {
-	const char *name;
-	int arity;
-	const char *operands[NEURON_MAX_OPERANDS];
-};
-
-// Indexed by opcode.
-const OpInfo kOps[NEURON_OP_COUNT_] = {
+// Indexed by opcode, ISA 1.0-1.3 (opcodes 0..35).
+const OpInfo kOps[] = {
 	{"invalid", -1, {}},
 	{"nop", 0, {}},
 	{"fill", 1, {"out"}},
@@ -78,96 +57,33 @@ const OpInfo kOps[NEURON_OP_COUNT_] = {
 	{"scatter", 3, {"out", "index", "src"}},
 };
 
-struct Checker {
-	const neuron_cmd &cmd;
-	const OpInfo &op;
+// ISA 1.4, the block from opcode 64 (cmd.h).
+constexpr uint16_t kIsa14First = NEURON_OP_RNG;
+const OpInfo kIsa14Ops[] = {
+	{"rng", 1, {"out"}},
+	{"dropout", 3, {"out", "mask", "in"}},
+	{"randperm", 1, {"out"}},
+	{"multinomial", 2, {"out", "probs"}},
+	{"timestamp", 1, {"out"}},
+	{"amp_unscale", 3, {"grad", "found_inf", "inv_scale"}},
+	{"amp_update_scale", 3, {"scale", "growth_tracker", "found_inf"}},
+};
+static_assert(kIsa14First + std::size(kIsa14Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.4 opcode");
 
-	const neuron_tensor_desc &d(int k) const { return cmd.operands[k]; }
-	std::string who(int k) const { return fmt("operand %d (%s)", k, op.operands[k]); }
+} // namespace
 
-	std::optional<Fault> descriptor(int k) const
-	{
-		const neuron_tensor_desc &t = d(k);
-		if (t.mem_space != NEURON_MEM_DEVICE && t.mem_space != NEURON_MEM_HOST)
-			return bad(who(k) + fmt(": mem_space=%u is unknown (0 device, 1 host)", t.mem_space));
-		if (t.mem_space == NEURON_MEM_DEVICE && t.host_buffer != 0)
-			return bad(who(k) + fmt(": host_buffer=%u must be 0 for device memory", t.host_buffer));
-		if (t.reserved != 0)
-			return bad(who(k) + fmt(": reserved=%u must be zero", t.reserved));
-		if (!is_valid_dtype(t.dtype))
-			return bad(who(k) + fmt(": dtype=%u is not a valid dtype (1..%d)", t.dtype, NEURON_DTYPE_COUNT_ - 1));
-		if (t.ndim > NEURON_MAX_DIMS)
-			return bad(who(k) + fmt(": ndim=%u exceeds %d", t.ndim, NEURON_MAX_DIMS));
-		for (int i = 0; i < NEURON_MAX_DIMS; ++i) {
-			if (i < t.ndim) {
-				if (t.sizes[i] < 0)
-					return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " is negative", i, t.sizes[i]));
-				if (t.strides[i] < 0)
-					return bad(who(k) + fmt(": strides[%d]=%" PRId64 " is negative", i, t.strides[i]));
-			} else if (t.sizes[i] != 0 || t.strides[i] != 0) {
-				return bad(who(k) + fmt(": sizes[%d]/strides[%d] must be zero past ndim=%u", i, i, t.ndim));
-			}
-		}
-		// Element count and byte extent must be representable; the extent bound
-		// matches the chip's (2^62 bytes).
-		int64_t numel = 1;
-		bool empty = false;
-		for (int i = 0; i < t.ndim; ++i)
-			empty = empty || t.sizes[i] == 0;
-		unsigned __int128 last = 0;
-		for (int i = 0; i < t.ndim && !empty; ++i) {
-			if (__builtin_mul_overflow(numel, t.sizes[i], &numel))
-				return bad(who(k) + ": element count overflows int64");
-			last += static_cast<unsigned __int128>(t.sizes[i] - 1) * static_cast<uint64_t>(t.strides[i]);
-		}
-		const size_t es = dtype_size(t.dtype);
-		if (!empty) {
-			const unsigned __int128 bytes = (last + 1) * es;
-			if (bytes > (static_cast<unsigned __int128>(1) << 62))
-				return bad(who(k) + ": sizes and strides reach past 2^62 bytes");
-			if (t.addr > UINT64_MAX - static_cast<uint64_t>(bytes))
-				return bad(who(k) + ": addr + extent overflows 64 bits");
-		}
-		if (t.addr % es != 0)
-			return bad(who(k) + fmt(": addr=0x%" PRIx64 " is not aligned to the %s element size (%zu)", t.addr,
-						dtype_name(t.dtype), es));
-		return std::nullopt;
-	}
+const OpInfo *op_info(uint16_t opcode)
+{
+	if (opcode > NEURON_OP_INVALID && opcode < std::size(kOps))
+		return &kOps[opcode];
+	if (opcode >= kIsa14First && opcode < kIsa14First + std::size(kIsa14Ops))
+		return &kIsa14Ops[opcode - kIsa14First];
+	return nullptr;
+}
 
-	// Scalars the op does not use must be zero (bitwise for f[], so -0.0 is rejected).
-	std::optional<Fault> unused_scalars(unsigned used_f, unsigned used_i) const
-	{
-		for (int i = 0; i < NEURON_MAX_SCALARS; ++i) {
-			if (!((used_f >> i) & 1) && cmd.fscalars.bits[i] != 0)
-				return bad(fmt("scalars f[%d]=%g must be zero: unused by %s", i, cmd.fscalars.f[i], op.name));
-			if (!((used_i >> i) & 1) && cmd.iscalars[i] != 0)
-				return bad(fmt("scalars i[%d]=%" PRId64 " must be zero: unused by %s", i, cmd.iscalars[i],
-					       op.name));
-		}
-		return std::nullopt;
-	}
+namespace {
 
-	// Operand k has exactly operand 0's shape.
-	std::optional<Fault> same_shape(int k) const
-	{
-		const neuron_tensor_desc &o = d(0), &t = d(k);
-		if (t.ndim != o.ndim)
-			return bad(who(k) + fmt(": ndim=%u does not match out ndim=%u", t.ndim, o.ndim));
-		for (int i = 0; i < t.ndim; ++i)
-			if (t.sizes[i] != o.sizes[i])
-				return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " does not match out sizes[%d]=%" PRId64, i,
-							t.sizes[i], i, o.sizes[i]));
-		return std::nullopt;
-	}
-
-	std::optional<Fault> dtype_is(int k, bool ok, const char *expected) const
-	{
-		if (ok)
-			return std::nullopt;
-		return bad(who(k) + fmt(": dtype %s is not allowed for %s (expected %s)", dtype_name(d(k).dtype), op.name,
-					expected));
-	}
-
+struct Checker : CheckBase {
 	std::optional<Fault> elementwise() const
 	{
 		const uint8_t odt = d(0).dtype;
@@ -314,14 +230,6 @@ struct Checker {
 
 	// ---- ISA 1.1 ----
 
-	std::optional<Fault> selector(int64_t count, const char *what) const
-	{
-		if (cmd.iscalars[0] < 0 || cmd.iscalars[0] >= count)
-			return bad(fmt("scalars i[0]=%" PRId64 " is not a valid %s (0..%" PRId64 ")", cmd.iscalars[0], what,
-				       count - 1));
-		return std::nullopt;
-	}
-
 	std::optional<Fault> unary_math() const
 	{
 		std::optional<Fault> f;
@@ -393,23 +301,6 @@ struct Checker {
 	std::optional<Fault> index_dtype(int k) const
 	{
 		return dtype_is(k, d(k).dtype == NEURON_DTYPE_I32 || d(k).dtype == NEURON_DTYPE_I64, "i32 or i64");
-	}
-
-	std::optional<Fault> same_dtype(int k) const
-	{
-		if (d(k).dtype != d(0).dtype)
-			return bad(who(k) + fmt(": dtype %s does not match out dtype %s", dtype_name(d(k).dtype),
-						dtype_name(d(0).dtype)));
-		return std::nullopt;
-	}
-
-	// dim i[0] valid for operand k's rank (a 0-d tensor has one implicit dim).
-	std::optional<Fault> dim_of(int k) const
-	{
-		const int64_t dim = cmd.iscalars[0];
-		if (dim < 0 || dim >= std::max<int64_t>(d(k).ndim, 1))
-			return bad(fmt("scalars i[0]=%" PRId64 " (dim) must be in [0, %u)", dim, std::max<unsigned>(d(k).ndim, 1)));
-		return std::nullopt;
 	}
 
 	// a and b have one rank and equal sizes except along dim, where a has `len`.
@@ -579,6 +470,8 @@ struct Checker {
 		case NEURON_OP_ARG_REDUCE:
 			return arg_reduce();
 		default:
+			if (cmd.opcode >= kIsa14First)
+				return check_isa14(*this);
 			return elementwise();
 		}
 	}
@@ -586,17 +479,29 @@ struct Checker {
 
 } // namespace
 
-int op_arity(uint16_t opcode) { return opcode < NEURON_OP_COUNT_ ? kOps[opcode].arity : -1; }
+} // namespace semantics
 
-const char *op_name(uint16_t opcode) { return opcode < NEURON_OP_COUNT_ ? kOps[opcode].name : "invalid"; }
+int op_arity(uint16_t opcode)
+{
+	const semantics::OpInfo *op = semantics::op_info(opcode);
+	return op ? op->arity : -1;
+}
+
+const char *op_name(uint16_t opcode)
+{
+	const semantics::OpInfo *op = semantics::op_info(opcode);
+	return op ? op->name : "invalid";
+}
 
 std::optional<Fault> check_semantics(const neuron_cmd &cmd)
 {
-	if (cmd.opcode == NEURON_OP_INVALID || cmd.opcode >= NEURON_OP_COUNT_)
+	const semantics::OpInfo *op = semantics::op_info(cmd.opcode);
+	if (!op)
 		return Fault{NEURON_FAULT_BAD_OPCODE,
-			     fmt("opcode %u is unknown (this chip implements 1..%d, ISA %d.%d)", cmd.opcode,
-				 NEURON_OP_COUNT_ - 1, NEURON_CMD_ABI_MAJOR, NEURON_CMD_ABI_MINOR)};
-	return Checker{cmd, kOps[cmd.opcode]}.run();
+			     semantics::fmt("opcode %u is unknown (this chip implements 1..%d and %d..%d, ISA %d.%d)",
+					    cmd.opcode, NEURON_OP_SCATTER, NEURON_OP_RNG, NEURON_OP_COUNT_ - 1,
+					    NEURON_CMD_ABI_MAJOR, NEURON_CMD_ABI_MINOR)};
+	return semantics::Checker{{cmd, *op}}.run();
 }
 
 } // namespace neuron::kernels

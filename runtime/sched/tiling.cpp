@@ -1,4 +1,5 @@
 #include "tiling.h"
+#include "tiling_isa14.h"
 
 #include <geometry.h>
 #include <gemm_packs.h>
@@ -309,7 +310,9 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 	const neuron_tensor_desc &out = cmd.operands[0];
 	const uint64_t per = static_cast<uint64_t>(std::max(threads, 1));
 	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);
-	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
+	if (plan_isa14(p, cmd, per * budget.elements, per * budget.transcendental_elements)) {
+		// ISA 1.4's block: its own rules (tiling_isa14.h).
+	} else if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
 		plan_matmul(p, cmd, per * budget.matmul_macs, budget.chain_partials);
 	} else if (elementwise(cmd.opcode)) {
 		// Any dim will do: every element is independent.
@@ -358,6 +361,11 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 		const int64_t len = std::min(sp.chunk, sp.size - offset);
 		if (sp.carry == Carry::Accumulate || sp.carry == Carry::F32Partials)
 			accumulate_after_first(cmd, offset > 0);
+		if (sp.positions) {
+			cmd.fscalars.bits[2] += static_cast<uint64_t>(offset);
+			cmd.fscalars.bits[3] = cmd.fscalars.bits[2] + static_cast<uint64_t>(len);
+			continue;
+		}
 
 		for (int k = 0; k < cmd.num_operands; ++k) {
 			const int d = sp.dim[k];

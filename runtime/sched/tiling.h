@@ -67,6 +67,10 @@ struct TileSplit {
 	int64_t chunk = 1;            // tile extent along it
 	int64_t count = 1;            // ceil(size / chunk)
 	Carry carry = Carry::None;
+	// A split of the command's positions rather than of its operands (every dim
+	// -1): the tile writes positions [bits[2] + offset, + len) of the whole
+	// command (cmd.h, ISA 1.4's random ops; tiling_isa14.h).
+	bool positions = false;
 	// Tiles per chunk: 2 for RowStats (each chunk is run once per pass), else 1.
 	int64_t passes() const { return carry == Carry::RowStats ? 2 : 1; }
 };

@@ -156,5 +156,40 @@ int main(int argc, char **argv)
 	auto scatter_copy = make(NEURON_OP_SCATTER, {desc(A, F, {3, 4}), desc(B, I64, {3, 2}), desc(B + 4096, F, {3, 2})});
 	scatter_copy.iscalars[0] = 1;
 	write(dir, "scatter", 0, scatter_copy);
+
+	// ISA 1.4 block 64..71: device RNG, timestamps, AMP grad scaling.
+	for (int dist = 0; dist < NEURON_RNG_DIST_COUNT_; ++dist) {
+		auto rng = make(NEURON_OP_RNG, {desc(A, dist == NEURON_RNG_INTEGER ? I64 : F, {7, 9})});
+		rng.iscalars[0] = dist;
+		rng.iscalars[1] = 0x5eed;
+		rng.iscalars[2] = 3;
+		rng.fscalars.f[0] = dist == NEURON_RNG_BERNOULLI ? 0.5 : 0.0;
+		rng.fscalars.f[1] = dist == NEURON_RNG_BERNOULLI ? 0.0 : 1.0;
+		if (dist == NEURON_RNG_INTEGER) {
+			rng.fscalars.bits[0] = 0;
+			rng.fscalars.bits[1] = 10;
+		}
+		write(dir, "rng" + std::to_string(dist), 0, rng);
+	}
+	auto dropout = make(NEURON_OP_DROPOUT, {desc(A, F, {6, 5}), desc(A + 4096, Bool, {6, 5}), desc(B, F, {6, 5})});
+	dropout.fscalars.f[0] = 2.0;
+	dropout.fscalars.f[1] = 0.5;
+	dropout.iscalars[1] = 1;
+	write(dir, "dropout", 0, dropout);
+	auto randperm = make(NEURON_OP_RANDPERM, {desc(A, I64, {50})});
+	randperm.fscalars.bits[2] = 10; // positions 10..29 only
+	randperm.fscalars.bits[3] = 30;
+	write(dir, "randperm", 0, randperm);
+	auto multinomial = make(NEURON_OP_MULTINOMIAL, {desc(A, I64, {3, 2}), desc(B, F, {3, 4})});
+	write(dir, "multinomial", 0, multinomial); // zero weights: faults on execution
+	write(dir, "timestamp", 0, make(NEURON_OP_TIMESTAMP, {desc(A, I64, {1})}));
+	write(dir, "amp_unscale", 0,
+	      make(NEURON_OP_AMP_UNSCALE, {desc(A, F, {8, 8}), desc(A + 4096, F, {1}), desc(B, F, {})}));
+	auto update = make(NEURON_OP_AMP_UPDATE_SCALE,
+			   {desc(A, F, {1}), desc(A + 64, NEURON_DTYPE_I32, {1}), desc(B, F, {1})});
+	update.fscalars.f[0] = 2.0;
+	update.fscalars.f[1] = 0.5;
+	update.iscalars[0] = 2000;
+	write(dir, "amp_update_scale", 0, update);
 	return 0;
 }

@@ -5,6 +5,7 @@
 // indexing ops, comparisons) must not delay a reclaim past its deadline.
 #include "sharing_test.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -931,4 +932,102 @@ Test(tiling, reclaim_under_formerly_untiled_ops_meets_deadline, .fini = down, .t
 		  (unsigned long long)tiles, (unsigned long long)commands);
 	cr_assert_eq(late, 0, "every reclaim finished by its deadline");
 	train.close();
+}
+
+// ISA 1.4 (device RNG, AMP): the random ops cut along their positions give the
+// same bits as whole commands (Philox numbers depend on the position, never on
+// the tile), RANDPERM's ordered chain included; AMP_UNSCALE's tiles all set the
+// one found_inf flag.
+namespace {
+struct Isa14Result {
+	std::vector<float> normal, dropout_out, grad, found;
+	std::vector<uint8_t> mask;
+	std::vector<int64_t> perm, draws;
+	uint64_t tiles = 0;
+};
+
+neuron_cmd rng14(int op, int n_operands, uint64_t seed, uint64_t offset)
+{
+	neuron_cmd c;
+	neuron_cmd_init(&c, op, n_operands);
+	c.iscalars[1] = int64_t(seed);
+	c.iscalars[2] = int64_t(offset);
+	return c;
+}
+
+Isa14Result run_isa14(std::vector<std::string> flags)
+{
+	start_daemon(std::move(flags));
+	Tenant t;
+	t.open("isa14", NEURON_TENANT_TRAINING, 1);
+	const int64_t R = 40, C = 70, N = 3000, ROWS = 16, CATS = 50, S = 20;
+	Isa14Result res;
+	const uint64_t dnorm = t.alloc(uint64_t(R * C * 4)), dout = t.alloc(uint64_t(R * C * 4));
+	const uint64_t dmask = t.alloc(uint64_t(R * C)), din = put(t, ramp(size_t(R * C), 3, 17));
+	const uint64_t dperm = t.alloc(uint64_t(N * 8)), ddraw = t.alloc(uint64_t(ROWS * S * 8));
+	const uint64_t dprobs = put(t, std::vector<float>(size_t(ROWS * CATS), 1.0f));
+	std::vector<float> grad = ramp(size_t(R * C), 7, 31);
+	grad[1234] = INFINITY;
+	const uint64_t dgrad = put(t, grad), dfound = put(t, std::vector<float>{0.0f}),
+		       dinv = put(t, std::vector<float>{0.5f});
+	const uint64_t before = tiles_so_far();
+	neuron_cmd normal = rng14(NEURON_OP_RNG, 1, 11, 2);
+	normal.operands[0] = desc(dnorm, NEURON_DTYPE_F32, {R, C});
+	normal.iscalars[0] = NEURON_RNG_NORMAL;
+	normal.fscalars.f[1] = 1.0;
+	run(t, normal, "rng normal");
+	neuron_cmd drop = rng14(NEURON_OP_DROPOUT, 3, 12, 3);
+	drop.operands[0] = desc(dout, NEURON_DTYPE_F32, {R, C});
+	drop.operands[1] = desc(dmask, NEURON_DTYPE_BOOL, {R, C});
+	drop.operands[2] = desc(din, NEURON_DTYPE_F32, {R, C});
+	drop.fscalars.f[0] = 2.0;
+	drop.fscalars.f[1] = 0.5;
+	run(t, drop, "dropout");
+	neuron_cmd perm = rng14(NEURON_OP_RANDPERM, 1, 13, 4);
+	perm.operands[0] = desc(dperm, NEURON_DTYPE_I64, {N});
+	run(t, perm, "randperm");
+	neuron_cmd multi = rng14(NEURON_OP_MULTINOMIAL, 2, 14, 5);
+	multi.operands[0] = desc(ddraw, NEURON_DTYPE_I64, {ROWS, S});
+	multi.operands[1] = desc(dprobs, NEURON_DTYPE_F32, {ROWS, CATS});
+	run(t, multi, "multinomial");
+	neuron_cmd unscale;
+	neuron_cmd_init(&unscale, NEURON_OP_AMP_UNSCALE, 3);
+	unscale.operands[0] = desc(dgrad, NEURON_DTYPE_F32, {R, C});
+	unscale.operands[1] = desc(dfound, NEURON_DTYPE_F32, {1});
+	unscale.operands[2] = desc(dinv, NEURON_DTYPE_F32, {1});
+	run(t, unscale, "amp_unscale");
+	res.tiles = tiles_so_far() - before;
+	res.normal = get<float>(t, dnorm, size_t(R * C));
+	res.dropout_out = get<float>(t, dout, size_t(R * C));
+	res.mask = get<uint8_t>(t, dmask, size_t(R * C));
+	res.perm = get<int64_t>(t, dperm, size_t(N));
+	res.draws = get<int64_t>(t, ddraw, size_t(ROWS * S));
+	res.grad = get<float>(t, dgrad, size_t(R * C));
+	res.found = get<float>(t, dfound, 1);
+	t.close();
+	stop_daemon();
+	return res;
+}
+} // namespace
+
+Test(tiling, isa14_random_ops_are_tiled_along_positions_and_exact, .fini = down, .timeout = 120)
+{
+	const Isa14Result tiled = run_isa14({"--tile-elements", "256"});
+	const Isa14Result whole = run_isa14({"--tile-elements", "1099511627776"});
+	cr_assert(tiled.tiles >= 5 * 4, "the ops were cut into tiles (%llu tiles)", (unsigned long long)tiled.tiles);
+	cr_assert_eq(whole.tiles, 5u, "one tile per command with huge tiles (%llu)", (unsigned long long)whole.tiles);
+	cr_assert(tiled.normal == whole.normal, "normal samples differ between tiled and whole");
+	cr_assert(tiled.dropout_out == whole.dropout_out && tiled.mask == whole.mask, "dropout differs");
+	cr_assert(tiled.perm == whole.perm, "randperm differs");
+	cr_assert(tiled.draws == whole.draws, "multinomial differs");
+	cr_assert(tiled.grad == whole.grad && tiled.found == whole.found, "amp_unscale differs");
+	std::vector<int64_t> sorted = tiled.perm;
+	std::sort(sorted.begin(), sorted.end());
+	for (size_t i = 0; i < sorted.size(); ++i)
+		cr_assert_eq(sorted[i], int64_t(i), "randperm is a permutation");
+	cr_assert_eq(tiled.found[0], 1.0f, "the infinity set found_inf");
+	size_t kept = 0;
+	for (uint8_t m : tiled.mask)
+		kept += m;
+	cr_assert(kept > tiled.mask.size() / 3 && kept < 2 * tiled.mask.size() / 3, "dropout kept %zu", kept);
 }

@@ -43,6 +43,20 @@ def test_events_timing_and_accelerator_streams():
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) >= 0
+    # Timing events are the chip's TIMESTAMPs: the time the device spent between
+    # them, within the host's wall time around the same work.
+    torch.neuron.synchronize()
+    import time
+    t0 = time.perf_counter()
+    start.record()
+    b = torch.randn(1024, 1024, device="neuron")
+    for _ in range(4):
+        b = b @ b * 0.001
+    end.record()
+    end.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    dev_ms = start.elapsed_time(end)
+    assert 0.05 < dev_ms <= wall_ms, (dev_ms, wall_ms)
     s = torch.Stream(device="neuron")
     torch.accelerator.set_stream(s)
     assert torch.accelerator.current_stream() == s

@@ -1,25 +1,30 @@
-// Device (HBM) caching allocator, pinned host allocator, and the glue PyTorch finds
-// them through. Device pointers are neurond device addresses cast to void*: never
+// The plugin's memory: the caching device (HBM) allocator (device_allocator.cpp),
+// the pinned host allocator (host_allocator.cpp), and what the op files use of
+// them. Device pointers are neurond device addresses cast to void*: never
 // dereference them on the host.
 #pragma once
 
 #include "runtime.h"
 
-#include <c10/core/Allocator.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
+#include <vector>
 
 namespace torch_neuron {
 
-c10::Allocator *device_allocator();
-c10::Allocator *host_allocator();
+c10::DeviceAllocator *device_allocator();
+at::HostAllocator *host_allocator();
 
 inline uint64_t dev_addr(const void *p) { return reinterpret_cast<uint64_t>(p); }
 
 // Pinned host memory: the buffer and offset that contain [p, p+n), or nullptr.
 neuron_host_buffer *find_pinned(const void *p, size_t n, uint64_t *offset);
-// The pinned block holding p must not be reused before seq completes on q.
-void pinned_record_use(const void *p, neuron_queue *q, uint64_t seq);
+// The pinned block (a DataPtr of the host allocator: a staging buffer or a pinned
+// tensor's storage) is not reused before the stream's DMA work submitted so far
+// completes.
+void pinned_record_use(const c10::DataPtr &block, const StreamQueues &sq);
 
 // A temporary pinned staging buffer of at least n bytes (returned to the cache when
 // the DataPtr dies; record its uses with pinned_record_use).
@@ -31,6 +36,9 @@ struct MemStats {
 };
 MemStats mem_stats(int device);
 void reset_peak(int device);
+// Every device segment, flattened: device, address, size, stream, block count,
+// then per block address, size, requested bytes, allocated (0/1).
+std::vector<int64_t> memory_snapshot_flat();
 void empty_cache();
 
 } // namespace torch_neuron

@@ -1,6 +1,7 @@
 // Tier-0 kernels (allocation, views, copies, .item()), the CPU fallback, and the
 // torch.ops.neuron.* helpers the Python package is built on.
 #include "encode.h"
+#include "generator.h"
 
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -164,12 +165,10 @@ void h2d(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 	uint64_t off = 0;
 	neuron_host_buffer *buf = find_pinned(src.data_ptr(), bytes, &off);
 	c10::DataPtr stage;
-	const void *host = src.data_ptr();
 	if (!buf) {
 		stage = staging(bytes);
 		std::memcpy(stage.get(), src.data_ptr(), bytes);
 		buf = find_pinned(stage.get(), bytes, &off);
-		host = stage.get();
 		TORCH_INTERNAL_ASSERT(buf);
 	}
 	uint64_t seq = 0;
@@ -181,7 +180,7 @@ void h2d(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 			stream_failed(sq, s, "copying host to device");
 		core_after_dma_locked(sq, seq);
 	}
-	pinned_record_use(host, sq.dma, seq);
+	pinned_record_use(stage ? stage : src.storage().data_ptr(), sq);
 	if (!stage && !non_blocking) {
 		neuron_status s = neuron_queue_wait(sq.dma, seq, -1);
 		if (s != NEURON_OK)
@@ -209,11 +208,9 @@ void d2h(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 	if (non_blocking && dst.is_contiguous() && dst.scalar_type() == src.scalar_type())
 		buf = find_pinned(dst.data_ptr(), bytes, &off);
 	c10::DataPtr stage;
-	void *host = buf ? dst.data_ptr() : nullptr;
 	if (!buf) {
 		stage = staging(bytes);
 		buf = find_pinned(stage.get(), bytes, &off);
-		host = stage.get();
 	}
 	uint64_t seq = 0;
 	{
@@ -224,7 +221,7 @@ void d2h(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 			stream_failed(sq, s, "copying device to host");
 		core_after_dma_locked(sq, seq);
 	}
-	pinned_record_use(host, sq.dma, seq);
+	pinned_record_use(stage ? stage : dst.storage().data_ptr(), sq);
 	if (!stage)
 		return; // asynchronous into pinned memory
 	neuron_status s = neuron_queue_wait(sq.dma, seq, -1);
@@ -445,6 +442,7 @@ TORCH_LIBRARY(neuron, m)
 	m.def("memory_stats(int device) -> int[]", &op_memory_stats);
 	m.def("reset_peak_memory_stats(int device) -> ()", &op_reset_peak);
 	m.def("empty_cache() -> ()", &op_empty_cache);
+	m.def("memory_snapshot() -> int[]", &memory_snapshot_flat);
 	m.def("fallback_counts() -> str", &op_fallback_counts);
 	m.def("native_counts() -> str", &op_native_counts);
 	m.def("reset_op_counts() -> ()", &op_reset_counts);
@@ -481,15 +479,20 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 
 namespace torch_neuron {
 namespace {
-at::Generator default_gen(int64_t dev)
-{
-	return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::PrivateUse1, dev));
-}
+// The generators' state is on the host: none of these connects to neurond.
+constexpr c10::DeviceIndex kMaxSeededDevices = 16;
+at::Generator default_gen(int64_t dev) { return default_generator(static_cast<c10::DeviceIndex>(dev)); }
 void op_manual_seed(int64_t dev, int64_t seed)
 {
 	auto g = default_gen(dev);
 	std::lock_guard lock(g.mutex());
 	g.set_current_seed(static_cast<uint64_t>(seed));
+}
+bool op_connected() { return connected(); }
+void op_manual_seed_all(int64_t seed)
+{
+	for (c10::DeviceIndex d = 0; d < kMaxSeededDevices; ++d)
+		op_manual_seed(d, seed);
 }
 int64_t op_initial_seed(int64_t dev) { return static_cast<int64_t>(default_gen(dev).current_seed()); }
 at::Tensor op_get_rng_state(int64_t dev)
@@ -521,6 +524,8 @@ TORCH_LIBRARY_FRAGMENT(neuron, m)
 {
 	m.def("_inject_fault(int device) -> ()", &op_inject_fault);
 	m.def("manual_seed(int device, int seed) -> ()", &op_manual_seed);
+	m.def("manual_seed_all(int seed) -> ()", &op_manual_seed_all);
+	m.def("_connected() -> bool", &op_connected);
 	m.def("initial_seed(int device) -> int", &op_initial_seed);
 	m.def("get_rng_state(int device) -> Tensor", &op_get_rng_state);
 	m.def("set_rng_state(int device, Tensor state) -> ()", &op_set_rng_state);

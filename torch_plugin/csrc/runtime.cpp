@@ -1,6 +1,8 @@
 // Connection, devices, streams and their ordering rules (see runtime.h).
 #include "runtime.h"
 
+#include "device_trace.h"
+
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -243,12 +245,17 @@ StreamQueues &current_queues(int device)
 
 uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
 {
+	TraceSlots slots;
+	if (trace_active()) [[unlikely]]
+		slots = trace_take_slots(sq.device);
 	std::lock_guard lock(sq.mu);
 	if (sq.dma_pending > sq.core_waited_dma) {
 		cmd.wait.queue_id = neuron_queue_id(sq.dma);
 		cmd.wait.value = sq.dma_pending;
 		sq.core_waited_dma = sq.dma_pending;
 	}
+	if (slots.valid) [[unlikely]]
+		return trace_submit_locked(sq, cmd, slots);
 	uint64_t seq = 0;
 	neuron_status s = neuron_submit(sq.core, &cmd, &seq);
 	if (s != NEURON_OK)

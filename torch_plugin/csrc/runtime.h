@@ -7,6 +7,7 @@
 
 #include <neuron/neuron.h>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
@@ -74,12 +75,16 @@ void sync_device(int device);
 [[noreturn]] void stream_failed(StreamQueues &sq, neuron_status s, const char *what);
 
 // Events: a point on one stream's core timeline.
+// With timing on (torch.Event(enable_timing=True)), recording also submits a
+// TIMESTAMP command (cmd.h) into `stamp`, 8 bytes of device memory, so
+// elapsed_time is the chip's clock between the two points, as CUDA's events.
 struct Event {
 	StreamQueues *sq = nullptr;
 	neuron_queue *queue = nullptr;
 	uint64_t queue_id = 0;
 	uint64_t value = 0;
 	int64_t done_ns = -1;
+	c10::DataPtr stamp;
 };
 uint64_t now_ns();
 

@@ -5,22 +5,60 @@ Loaded automatically by ``import torch`` through the ``torch.backends`` entry po
 Environment switches:
   NEURON_SOCKET=PATH              neurond's socket (default /run/neuron/neurond.sock for root)
   TORCH_NEURON_FALLBACK=error     ops without a neuron kernel raise instead of running on the CPU
+
+If the native extension cannot be loaded (built for another torch, a broken
+install), ``import torch`` still works: one warning says what is wrong and how to
+rebuild, and ``torch.neuron.is_available()`` is False.
 """
 import os
+import warnings
 
 import torch
 
-__all__ = ["fallback_ops", "native_ops", "reset_op_counts"]
+__all__ = ["fallback_ops", "native_ops", "reset_op_counts", "load_error"]
 
 _loaded = False
+_load_error = None
+
+
+def _built_for():
+    try:
+        from . import _build_info
+    except ImportError:  # a source tree without a build
+        return None, None
+    return _build_info.TORCH_VERSION, _build_info.CXX11_ABI
+
+
+def _check_build():
+    """Raises ImportError if _C.so was built for another torch: its C++ ABI is not
+    stable across versions, and loading it could fail or abort the process."""
+    version, abi = _built_for()
+    if version is not None and (version != torch.__version__ or bool(abi) != torch.compiled_with_cxx11_abi()):
+        raise ImportError(f"it was built for torch {version} (C++11 ABI {bool(abi)}) but this is torch "
+                          f"{torch.__version__} (C++11 ABI {torch.compiled_with_cxx11_abi()})")
+
+
+def _explain(err):
+    return (f"torch_neuron: device 'neuron' is unavailable: the native extension did not load: {err}. "
+            f"Rebuild it for the installed torch {torch.__version__}: `bash torch_plugin/build.sh` in the Neuron "
+            "source tree (or install the torch_neuron wheel built for this torch). "
+            "TORCH_DEVICE_BACKEND_AUTOLOAD=0 skips loading torch_neuron.")
 
 
 def _load():
-    global _loaded
-    if _loaded:
+    global _loaded, _load_error
+    if _loaded or _load_error is not None:
+        return
+    try:
+        _check_build()
+        torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
+    except (ImportError, OSError, RuntimeError) as e:
+        # torch.ops.load_library wraps the loader's message; keep the original.
+        _load_error = _explain(f"{e} ({e.__cause__})" if e.__cause__ else e)
+        warnings.warn(_load_error, RuntimeWarning, stacklevel=2)
+        _register_unavailable()
         return
     _loaded = True
-    torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
     torch.utils.rename_privateuse1_backend("neuron")
     from . import _device
 
@@ -29,6 +67,19 @@ def _load():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _patch_printing()
+
+
+def _register_unavailable():
+    # `torch.neuron` still answers (is_available() is False, seeding is a no-op),
+    # so code that probes for the device carries on with the CPU.
+    from . import _unavailable
+
+    _unavailable._reason = _load_error
+    try:
+        torch.utils.rename_privateuse1_backend("neuron")
+        torch._register_device_module("neuron", _unavailable)
+    except RuntimeError:  # another backend took PrivateUse1
+        pass
 
 
 def _patch_printing():
@@ -52,14 +103,17 @@ def _patch_printing():
 
 def _autoload():
     """Entry point of the ``torch.backends`` group: called at the end of ``import torch``."""
-    try:
-        _load()
-    except OSError as e:  # a broken install must not break `import torch`
-        import warnings
+    _load()
 
-        warnings.warn(f"torch_neuron could not load its native library: {e}; device 'neuron' is unavailable")
+
+def load_error():
+    """Why the native extension did not load (None if it did)."""
+    return _load_error
 
 
 _load()
 
-from ._device import fallback_ops, native_ops, reset_op_counts  # noqa: E402
+if _loaded:
+    from ._device import fallback_ops, native_ops, reset_op_counts  # noqa: E402
+else:
+    from ._unavailable import fallback_ops, native_ops, reset_op_counts  # noqa: E402

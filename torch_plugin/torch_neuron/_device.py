@@ -9,7 +9,7 @@ __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
     "is_initialized", "init", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
-    "reset_peak_memory_stats", "empty_cache", "memory_stats", "mem_get_info",
+    "reset_peak_memory_stats", "empty_cache", "memory_stats", "memory_snapshot", "mem_get_info",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "get_device_name", "get_device_properties", "get_amp_supported_dtype",
@@ -40,7 +40,8 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return device_count() > 0
+    """Whether this process has connected to neurond (never connects by itself)."""
+    return bool(_ops._connected())
 
 
 def init():
@@ -171,6 +172,29 @@ def memory_stats(device=None) -> dict:
     return torch.accelerator.memory_stats(torch.device("neuron", _index(device)))
 
 
+def memory_snapshot():
+    """The caching allocator's segments and their blocks (as torch.cuda.memory_snapshot):
+    a list of dicts with device, address, total_size, allocated_size, requested_size,
+    stream, segment_type ('small' or 'large') and blocks (address, size,
+    requested_size, state 'active_allocated' or 'inactive')."""
+    flat = list(_ops.memory_snapshot())
+    out, i = [], 0
+    while i < len(flat):
+        device, addr, size, stream, n = flat[i:i + 5]
+        i += 5
+        blocks = []
+        for _ in range(n):
+            b_addr, b_size, req, alloc = flat[i:i + 4]
+            i += 4
+            blocks.append({"address": b_addr, "size": b_size, "requested_size": req,
+                           "state": "active_allocated" if alloc else "inactive"})
+        out.append({"device": device, "address": addr, "total_size": size, "stream": stream,
+                    "segment_type": "small" if size <= (1 << 20) else "large",
+                    "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+                    "requested_size": sum(b["requested_size"] for b in blocks), "blocks": blocks})
+    return out
+
+
 def mem_get_info(device=None):
     cores, total, used = _ops.device_info(_index(device))
     return total - used, total
@@ -202,13 +226,19 @@ def get_amp_supported_dtype():
 
 # ---- random numbers ----
 
+def _as_int64(seed):
+    # Seeds are 64-bit unsigned (torch.seed() draws from all of them); the op takes int64.
+    seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    return seed - (1 << 64) if seed >= 1 << 63 else seed
+
+
 def manual_seed(seed) -> None:
-    _ops.manual_seed(current_device(), int(seed))
+    _ops.manual_seed(current_device(), _as_int64(seed))
 
 
 def manual_seed_all(seed) -> None:
-    for i in range(max(device_count(), 1)):
-        _ops.manual_seed(i, int(seed))
+    """Seeds every device's default generator; does not connect to neurond."""
+    _ops.manual_seed_all(_as_int64(seed))
 
 
 def seed() -> None:
@@ -222,10 +252,11 @@ def seed_all() -> None:
 
 
 def initial_seed() -> int:
-    return int(_ops.initial_seed(current_device()))
+    return int(_ops.initial_seed(current_device())) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 def get_rng_state(device="neuron") -> torch.Tensor:
+    """The device generator's state: 16 bytes (Philox seed and offset, uint8, on the CPU)."""
     return _ops.get_rng_state(_index(device))
 
 

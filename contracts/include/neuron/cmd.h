@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 3
+#define NEURON_CMD_ABI_MINOR 4
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -177,7 +177,109 @@ enum neuron_opcode {
 	 */
 	NEURON_OP_INDEX_COPY = 34,
 	NEURON_OP_SCATTER = 35,
-	NEURON_OP_COUNT_ = 36,
+
+	/* ==== ISA 1.4, block 64..71: device RNG, timestamps, AMP grad scaling ==== */
+	/*
+	 * Random numbers come from Philox4x32-10 (Salmon et al., "Parallel random
+	 * numbers: as easy as 1, 2, 3", SC 2011; the generator CUDA's curand and
+	 * PyTorch's CUDA backend use), counter-based: the numbers an element gets
+	 * depend only on the key, its counter and the element's position, never on
+	 * how the chip cuts the command into tiles or how many threads run it.
+	 *   key     (k0, k1) = (low, high 32 bits of i[1], the seed)
+	 *   counter (c0, c1, c2, c3) = (low, high 32 bits of the position P,
+	 *                               low, high 32 bits of i[2], the offset)
+	 * Position P of an output element is its index in row-major order of
+	 * operand 0's sizes (whatever its strides), except where an op says
+	 * otherwise. A tenant's generator keeps (seed, offset) and advances the
+	 * offset by one per command, so no two commands share a counter.
+	 * fscalars.bits[2], bits[3] = [begin, end) of the positions the command
+	 * writes (end 0: to the last); a tenant passes 0 and 0, the chip's tiles
+	 * narrow the range. Each Philox call gives four 32-bit words w0..w3:
+	 *   u32  = w0 * 2^-32 in [0, 1);  u24 = (w0 >> 8) * 2^-24 in [0, 1)
+	 */
+	/*
+	 * RNG (out): out = a sample of distribution i[0] (enum neuron_rng_dist):
+	 *   UNIFORM:   f[0] + (f[1] - f[0]) * u24, floating out; a value that rounds
+	 *              to f[1] in out's dtype is stored as f[0] (the range is
+	 *              half-open, as torch.Tensor.uniform_); f[0] <= f[1], finite
+	 *   NORMAL:    f[0] + f[1] * sqrt(-2 ln(1 - u32)) * cos(2 pi w1 2^-32)
+	 *              (Box-Muller), floating out; f[1] >= 0, both finite
+	 *   BERNOULLI: u32 < f[0] ? 1 : 0, any dtype; 0 <= f[0] <= 1
+	 *   INTEGER:   from + (w0 | w1 << 32) mod range, from = (int64) bits[0],
+	 *              range = bits[1] (0: 2^64, every 64-bit value), any dtype
+	 *              but bool (torch.Tensor.random_)
+	 * i[1] seed, i[2] offset, i[3] zero.
+	 */
+	NEURON_OP_RNG = 64,
+	/*
+	 * DROPOUT (out, mask, in): keep = u32 < f[1] (the same draw as BERNOULLI
+	 * with p = f[1]); mask (bool) = keep; out = keep ? in * f[0] : 0.
+	 * out and in floating, one dtype; all three one shape; f[0] (scale) finite,
+	 * 0 <= f[1] <= 1; i[1] seed, i[2] offset. Writes out and mask, which must be
+	 * disjoint from every operand.
+	 */
+	NEURON_OP_DROPOUT = 65,
+	/*
+	 * RANDPERM (out[n]): a uniformly random permutation of 0..n-1 (i32, i64 or
+	 * f32), by the inside-out Fisher-Yates shuffle: for P = 0..n-1 in order,
+	 * j = (P + 1) * (w0 | w1 << 32) / 2^64 (so 0 <= j <= P) with the words of
+	 * position P; out[P] = out[j]; out[j] = P. The range [begin, end) of P
+	 * must be run in order; out's old contents are not read before they are
+	 * written. n <= 2^24 for f32. i[1] seed, i[2] offset.
+	 */
+	NEURON_OP_RANDPERM = 66,
+	/*
+	 * MULTINOMIAL (out, probs): out[r][s] (i64) = category drawn for sample s of
+	 * row r from the unnormalized weights probs[r][:] (floating; 1-d probs and
+	 * out are one row). i[0] = 1: with replacement: u = u32 of position
+	 * r * S + s (S = samples per row), the first category whose running sum of
+	 * weights exceeds u times the row's sum. i[0] = 0: without replacement
+	 * (S <= categories with a positive weight): the S categories with the
+	 * largest w / e, e = -ln(1 - u32) of position r * C + c (C = categories),
+	 * largest first (Efraimidis-Spirakis; the order of sequential draws).
+	 * Positions for bits[2..3] are rows. A row with a negative, infinite or NaN
+	 * weight, a zero sum, or (without replacement) too few positive weights
+	 * faults the command. i[1] seed, i[2] offset.
+	 */
+	NEURON_OP_MULTINOMIAL = 67,
+	/*
+	 * TIMESTAMP (out): out (i64, one element) = the device clock in
+	 * nanoseconds when the engine reaches the command in queue order: after
+	 * every earlier command of the queue completed and the command's wait is
+	 * satisfied (a CUDA event's timestamp). The clock is monotonic per device;
+	 * its epoch is the device's (on the simulated chip: the host's
+	 * CLOCK_MONOTONIC). No scalars.
+	 */
+	NEURON_OP_TIMESTAMP = 68,
+	/*
+	 * AMP_UNSCALE (grad, found_inf, inv_scale): torch's
+	 * _amp_foreach_non_finite_check_and_unscale_ for one tensor: found_inf
+	 * (f32, one element) = 1 if any element of grad is infinite or NaN (else
+	 * left as it was); grad *= inv_scale (f32, one element; unchanged if it is
+	 * 1). grad floating, math in f32. Writes grad and found_inf.
+	 */
+	NEURON_OP_AMP_UNSCALE = 69,
+	/*
+	 * AMP_UPDATE_SCALE (scale, growth_tracker, found_inf): torch's
+	 * _amp_update_scale_: if found_inf (f32) is nonzero, scale *= f[1]
+	 * (backoff) and growth_tracker (i32) = 0; else growth_tracker += 1, and when
+	 * it reaches i[0] (growth interval, >= 1) scale *= f[0] (growth) unless
+	 * that overflows f32, and growth_tracker = 0. One element each; scale f32.
+	 * f[0] and f[1] finite and > 0. Writes scale and growth_tracker.
+	 */
+	NEURON_OP_AMP_UPDATE_SCALE = 70,
+	/* 71: reserved for this block. */
+	/* ==== end of ISA 1.4 block 64..71 ==== */
+	NEURON_OP_COUNT_ = 71,
+};
+
+/* Distributions of NEURON_OP_RNG (i[0]). */
+enum neuron_rng_dist {
+	NEURON_RNG_UNIFORM = 0,
+	NEURON_RNG_NORMAL = 1,
+	NEURON_RNG_BERNOULLI = 2,
+	NEURON_RNG_INTEGER = 3,
+	NEURON_RNG_DIST_COUNT_ = 4,
 };
 
 /* i[1] of NEURON_OP_SUM / MEAN / AMAX (ISA 1.3). */

@@ -27,12 +27,6 @@ constexpr int64_t kKC = 256;
 // Rows of a per pass over b's panels: kMC x kKC floats (256 KiB) stay in L2.
 constexpr int64_t kMC = 256;
 
-bool host_has_avx512()
-{
-	static const bool yes = __builtin_cpu_supports("avx512f");
-	return yes;
-}
-
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // c[0..kMR) x [0..kNR) = alpha * (a-panel @ b-panel) + beta * c, kc steps of K.
@@ -175,11 +169,17 @@ void edge_block(int64_t kc, const float *a, const float *b, float *c, int64_t ld
 
 } // namespace
 
+bool packed_gemm_available()
+{
+	static const bool yes = __builtin_cpu_supports("avx512f");
+	return yes;
+}
+
 bool packed_gemm_suits(int64_t M, int64_t N, int64_t K)
 {
 	// Thin shapes (matrix-vector, a few rows) waste most of a panel; tiny ones do
 	// not pay for packing. OpenBLAS has kernels for both.
-	return host_has_avx512() && M >= kMR && N >= kNR / 2 && K >= 16 && M * N * K >= (int64_t{1} << 18);
+	return packed_gemm_available() && M >= kMR && N >= kNR / 2 && K >= 16 && M * N * K >= (int64_t{1} << 18);
 }
 
 void packed_gemm(float alpha, const Mat &a, const Mat &b, float beta, float *c, int64_t ldc, GemmPacks *packs)

@@ -21,6 +21,9 @@
 
 namespace neuron::kernels::detail {
 
+// Whether this host can run the packed multiply (AVX-512F).
+bool packed_gemm_available();
+
 // Whether packed_gemm serves an M x N x K product on this host.
 bool packed_gemm_suits(int64_t M, int64_t N, int64_t K);
 

@@ -1,7 +1,7 @@
 // bench-runtime: the first-slice figures of neurond + libneuron, each as a ratio to
 // a reference measured in the same run (README "Performance").
 //
-//   bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] [--quick]
+//   bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] [--matmul] [--quick]
 //
 // Starts its own neurond on a private socket (or uses $NEURON_SOCKET if set and
 // --neurond is not given), then measures:
@@ -190,57 +190,10 @@ MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, ben
 	return result;
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// Rows 1-3: command round trip, enqueue cost, copy bandwidth.
+void report_latency_and_copies(neuron_client *c, neuron_queue *core, neuron_queue *dma, neuron_queue *burst, bool quick)
 {
-	// Before any thread starts: the BLAS kernel set (blas_select.h).
-	neuron::kernels::select_blas();
-	std::string neurond_path, python = "python3";
-	bool quick = false;
-	std::vector<std::string> daemon_args;
-	int threads = int(std::thread::hardware_concurrency());
-	for (int i = 1; i < argc; ++i) {
-		std::string a = argv[i];
-		if (a == "--neurond" && i + 1 < argc)
-			neurond_path = argv[++i];
-		else if (a == "--quick")
-			quick = true;
-		else if (a == "--daemon-arg" && i + 1 < argc)
-			daemon_args.push_back(argv[++i]);
-		else if (a == "--python" && i + 1 < argc)
-			python = argv[++i];
-		else {
-			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] "
-					     "[--quick]\n"
-					     "  --python PATH  interpreter for the PyTorch matmul reference (default python3; "
-					     "'' skips it)\n");
-			return 2;
-		}
-	}
-	bench::DaemonLauncher daemon;
-	std::string socket;
-	if (!neurond_path.empty()) {
-		std::vector<std::string> args = {"--cores", "2", "--hbm-mib", "4096", "--threads-per-core",
-						  std::to_string(threads)};
-		args.insert(args.end(), daemon_args.begin(), daemon_args.end());
-		socket = daemon.start(neurond_path, args);
-		if (socket.empty())
-			return 1;
-	}
-	neuron_connect_options opts = {};
-	opts.socket_path = socket.empty() ? nullptr : socket.c_str();
-	opts.client_name = "bench-runtime";
-	neuron_client *c;
-	CHECK(neuron_connect(&opts, &c));
-	neuron_queue *core, *dma, *burst;
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 0, 0, &core));
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 1, 16384, &burst));
-
 	const int iters = quick ? 2000 : 20000;
-	std::printf("bench-runtime: neurond + libneuron on the simulated chip, %d host threads per core\n\n", threads);
-	std::printf("%-44s %12s %12s %8s %s\n", "measure", "device", "reference", "ratio", "goal");
 
 	auto futex = futex_ping_pong(iters);
 	auto rt = command_round_trip(core, iters);
@@ -272,7 +225,12 @@ int main(int argc, char **argv)
 		    d2h / mc >= 0.8 ? ">= 0.8: met" : ">= 0.8: NOT met");
 	CHECK(neuron_free(c, 0, dev));
 	CHECK(neuron_host_free(host));
+}
 
+// Row 4: fp32 matmul against the fastest GEMM on the host (gemm_refs.h).
+void report_matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int threads, const std::string &python,
+		   bool quick)
+{
 	bench::GemmRefs gemms(threads, python, BENCH_TORCH_HELPER);
 	std::printf("\nfp32 matmul references (%d threads; the fastest is the reference):\n", threads);
 	for (const auto &line : gemms.describe())
@@ -291,7 +249,7 @@ int main(int argc, char **argv)
 		const bench::GemmRef *best = bench::fastest(m.refs);
 		if (!best) {
 			std::fprintf(stderr, "bench-runtime: no GEMM reference ran\n");
-			return 1;
+			std::exit(1);
 		}
 		const double r = m.device_gflops / best->gflops;
 		char label[96];
@@ -300,6 +258,64 @@ int main(int argc, char **argv)
 		std::printf("%-44s %6.1fGFLOP/s %6.1fGFLOP/s %6.2f %s\n", label, m.device_gflops, best->gflops, r,
 			    r >= 0.9 ? ">= 0.9: met" : ">= 0.9: NOT met");
 	}
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	// Before any thread starts: the BLAS kernel set (blas_select.h).
+	neuron::kernels::select_blas();
+	std::string neurond_path, python = "python3";
+	bool quick = false, matmul_only = false;
+	std::vector<std::string> daemon_args;
+	int threads = int(std::thread::hardware_concurrency());
+	for (int i = 1; i < argc; ++i) {
+		std::string a = argv[i];
+		if (a == "--neurond" && i + 1 < argc)
+			neurond_path = argv[++i];
+		else if (a == "--quick")
+			quick = true;
+		else if (a == "--matmul")
+			matmul_only = true;
+		else if (a == "--daemon-arg" && i + 1 < argc)
+			daemon_args.push_back(argv[++i]);
+		else if (a == "--python" && i + 1 < argc)
+			python = argv[++i];
+		else {
+			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] "
+					     "[--matmul] [--quick]\n"
+					     "  --matmul       only the fp32 matmul rows\n"
+					     "  --python PATH  interpreter for the PyTorch matmul reference (default python3; "
+					     "'' skips it)\n");
+			return 2;
+		}
+	}
+	bench::DaemonLauncher daemon;
+	std::string socket;
+	if (!neurond_path.empty()) {
+		std::vector<std::string> args = {"--cores", "2", "--hbm-mib", "4096", "--threads-per-core",
+						  std::to_string(threads)};
+		args.insert(args.end(), daemon_args.begin(), daemon_args.end());
+		socket = daemon.start(neurond_path, args);
+		if (socket.empty())
+			return 1;
+	}
+	neuron_connect_options opts = {};
+	opts.socket_path = socket.empty() ? nullptr : socket.c_str();
+	opts.client_name = "bench-runtime";
+	neuron_client *c;
+	CHECK(neuron_connect(&opts, &c));
+	neuron_queue *core, *dma, *burst;
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 0, 0, &core));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 1, 16384, &burst));
+
+	std::printf("bench-runtime: neurond + libneuron on the simulated chip, %d host threads per core\n\n", threads);
+	std::printf("%-44s %12s %12s %8s %s\n", "measure", "device", "reference", "ratio", "goal");
+	if (!matmul_only)
+		report_latency_and_copies(c, core, dma, burst, quick);
+	report_matmul(c, core, dma, threads, python, quick);
 	// The tiles those matmuls were cut into: the preemption bound a waiting tenant
 	// would have seen (tiles are the same size alone or contended; alone they only
 	// follow each other without a trip through the scheduler).

@@ -18,55 +18,53 @@ int64_t unix_ms()
 		.count();
 }
 
-chip::Pool other(chip::Pool p) { return p == chip::Pool::Inference ? chip::Pool::Training : chip::Pool::Inference; }
-
 } // namespace
 
-api::PoolKind to_api(chip::Pool p) { return p == chip::Pool::Inference ? api::POOL_INFERENCE : api::POOL_TRAINING; }
+api::PoolKind to_api(Pool p) { return p == Pool::Inference ? api::POOL_INFERENCE : api::POOL_TRAINING; }
 
-std::optional<chip::Pool> from_api(api::PoolKind p)
+std::optional<Pool> from_api(api::PoolKind p)
 {
 	if (p == api::POOL_INFERENCE)
-		return chip::Pool::Inference;
+		return Pool::Inference;
 	if (p == api::POOL_TRAINING)
-		return chip::Pool::Training;
+		return Pool::Training;
 	return std::nullopt;
 }
 
-Capacity::Capacity(ChipSet &chips, EventBus &events, const Config &config)
-	: chips_(chips), events_(events), default_deadline_ms_(config.reclaim_deadline_ms)
+Capacity::Capacity(backend::DeviceBackend &devices, Leases &leases, EventBus &events, const Config &config)
+	: devices_(devices), leases_(leases), events_(events), default_deadline_ms_(config.reclaim_deadline_ms)
 {
 	limits_[0] = {config.inference_min, config.inference_max};
 	limits_[1] = {config.training_min, config.training_max};
 }
 
-uint32_t Capacity::max_of(chip::Pool p, uint32_t cores) const
+uint32_t Capacity::max_of(Pool p, uint32_t cores) const
 {
 	const uint32_t m = limits_[static_cast<int>(p)].max;
 	return m == 0 ? cores : std::min(m, cores);
 }
 
-std::string Capacity::set_limits(chip::Pool pool, uint32_t min, uint32_t max)
+std::string Capacity::set_limits(Pool pool, uint32_t min, uint32_t max)
 {
 	if (max != 0 && min > max)
 		return "min_cores " + std::to_string(min) + " is above max_cores " + std::to_string(max);
 	limits_[static_cast<int>(pool)] = {min, max};
 	api::Event ev = EventBus::make("pool.set", 0, -1,
-				       std::string(chip::pool_name(pool)) + " min=" + std::to_string(min) +
+				       std::string(sched::pool_name(pool)) + " min=" + std::to_string(min) +
 					       " max=" + std::to_string(max));
 	events_.publish(ev);
 	return {};
 }
 
-bool Capacity::pool_in_use(chip::Pool pool, uint32_t device) const
+bool Capacity::pool_in_use(Pool pool, uint32_t device) const
 {
-	for (const auto &l : chips_.slot(device).cores_sched->logical_cores())
+	for (const auto &l : devices_.cores(device).logical_cores())
 		if (l->pool() == pool)
 			return true;
 	return false;
 }
 
-uint32_t Capacity::active_loans(chip::Pool lender, uint32_t device, const std::string &reason) const
+uint32_t Capacity::active_loans(Pool lender, uint32_t device, const std::string &reason) const
 {
 	uint32_t n = 0;
 	for (const Loan &l : ledger_)
@@ -75,42 +73,42 @@ uint32_t Capacity::active_loans(chip::Pool lender, uint32_t device, const std::s
 	return n;
 }
 
-std::string Capacity::lend(chip::Pool from, uint32_t count, std::optional<uint32_t> device, const std::string &reason,
+std::string Capacity::lend(Pool from, uint32_t count, std::optional<uint32_t> device, const std::string &reason,
 			   std::vector<Loan> *out)
 {
-	if (device && *device >= chips_.size())
+	if (device && *device >= devices_.device_count())
 		return "device " + std::to_string(*device) + " does not exist (this host has " +
-		       std::to_string(chips_.size()) + ")";
-	const chip::Pool to = other(from);
+		       std::to_string(devices_.device_count()) + ")";
+	const Pool to = other_pool(from);
 	std::string why;
-	for (uint32_t d = device.value_or(0); d < (device ? *device + 1 : chips_.size()); ++d) {
-		chip::CoreScheduler &s = *chips_.slot(d).cores_sched;
+	for (uint32_t d = device.value_or(0); d < (device ? *device + 1 : devices_.device_count()); ++d) {
+		const uint32_t cores = devices_.core_count(d);
 		uint32_t made = 0;
 		while (count == 0 || made < count) {
-			const auto leases = s.leases();
-			const uint32_t held_from = s.held(from), held_to = s.held(to);
+			const auto leases = leases_.of(d);
+			const uint32_t held_from = leases_.held(d, from), held_to = leases_.held(d, to);
 			if (held_from <= limits(from).min) {
-				why = std::string(chip::pool_name(from)) + " holds " + std::to_string(held_from) +
+				why = std::string(sched::pool_name(from)) + " holds " + std::to_string(held_from) +
 				      " core(s) on device " + std::to_string(d) + ", its guaranteed minimum is " +
 				      std::to_string(limits(from).min);
 				break;
 			}
-			if (held_to >= max_of(to, s.cores())) {
-				why = std::string(chip::pool_name(to)) + " already holds its maximum of " +
-				      std::to_string(max_of(to, s.cores())) + " core(s) on device " + std::to_string(d);
+			if (held_to >= max_of(to, cores)) {
+				why = std::string(sched::pool_name(to)) + " already holds its maximum of " +
+				      std::to_string(max_of(to, cores)) + " core(s) on device " + std::to_string(d);
 				break;
 			}
 			// The highest-numbered core the lender owns outright.
 			int pick = -1;
 			for (int c = static_cast<int>(leases.size()) - 1; c >= 0 && pick < 0; --c)
-				if (leases[c].home == from && leases[c].state == chip::LeaseState::Owned)
+				if (leases[c].home == from && leases[c].state == LeaseState::Owned)
 					pick = c;
 			if (pick < 0) {
-				why = std::string(chip::pool_name(from)) + " owns no core on device " + std::to_string(d) +
+				why = std::string(sched::pool_name(from)) + " owns no core on device " + std::to_string(d) +
 				      " that is not already lent or being reclaimed";
 				break;
 			}
-			if (auto err = s.lend(static_cast<uint32_t>(pick)); !err.empty()) {
+			if (auto err = leases_.lend(d, static_cast<uint32_t>(pick)); !err.empty()) {
 				why = err;
 				break;
 			}
@@ -126,7 +124,7 @@ std::string Capacity::lend(chip::Pool from, uint32_t count, std::optional<uint32
 			out->push_back(loan);
 			++made;
 			api::Event ev = EventBus::make("lease.lent", d, pick,
-						       std::string(chip::pool_name(from)) + " lent core to " + chip::pool_name(to) +
+						       std::string(sched::pool_name(from)) + " lent core to " + sched::pool_name(to) +
 							       " (" + reason + ")");
 			ev.set_loan_id(loan.id);
 			events_.publish(ev);
@@ -145,12 +143,12 @@ Loan *Capacity::find_open(uint32_t device, uint32_t core)
 	return nullptr;
 }
 
-std::string Capacity::reclaim(chip::Pool lender, uint32_t count, std::optional<uint32_t> device, uint32_t deadline_ms,
+std::string Capacity::reclaim(Pool lender, uint32_t count, std::optional<uint32_t> device, uint32_t deadline_ms,
 			      const std::string &reason, std::vector<Loan> *out)
 {
-	if (device && *device >= chips_.size())
+	if (device && *device >= devices_.device_count())
 		return "device " + std::to_string(*device) + " does not exist (this host has " +
-		       std::to_string(chips_.size()) + ")";
+		       std::to_string(devices_.device_count()) + ")";
 	if (deadline_ms == 0)
 		deadline_ms = default_deadline_ms_;
 	const uint64_t start = detail::monotonic_ns();
@@ -162,7 +160,7 @@ std::string Capacity::reclaim(chip::Pool lender, uint32_t count, std::optional<u
 			break;
 		if (it->lender != lender || it->state != "active" || (device && it->device != *device))
 			continue;
-		if (auto err = chips_.slot(it->device).cores_sched->begin_reclaim(it->core, deadline); !err.empty()) {
+		if (auto err = leases_.begin_reclaim(it->device, it->core, deadline); !err.empty()) {
 			NLOG_WARN("lease.reclaim_refused", "device=" + std::to_string(it->device) + " core=" +
 								   std::to_string(it->core) + " error=\"" + err + "\"");
 			continue;
@@ -173,21 +171,20 @@ std::string Capacity::reclaim(chip::Pool lender, uint32_t count, std::optional<u
 			it->reason += "; reclaimed: " + reason;
 		taken.push_back(&*it);
 		api::Event ev = EventBus::make("lease.reclaiming", it->device, static_cast<int32_t>(it->core),
-					       std::string(chip::pool_name(lender)) + " reclaims core, deadline " +
+					       std::string(sched::pool_name(lender)) + " reclaims core, deadline " +
 						       std::to_string(deadline_ms) + " ms (" + reason + ")");
 		ev.set_loan_id(it->id);
 		events_.publish(ev);
 	}
 	if (taken.empty())
-		return std::string("no core was reclaimed: ") + chip::pool_name(lender) + " has no active loan" +
+		return std::string("no core was reclaimed: ") + sched::pool_name(lender) + " has no active loan" +
 		       (device ? " on device " + std::to_string(*device) : "");
 	std::string err;
 	for (Loan *l : taken) {
-		chip::CoreScheduler &s = *chips_.slot(l->device).cores_sched;
-		if (s.wait_reclaimed(l->core, deadline)) {
+		if (leases_.wait_reclaimed(l->device, l->core, deadline)) {
 			l->state = "returned";
 			l->returned_unix_ms = unix_ms();
-			l->reclaim_latency_ns = s.leases()[l->core].last_reclaim_ns;
+			l->reclaim_latency_ns = leases_.of(l->device)[l->core].last_reclaim_ns;
 			l->late = l->reclaim_latency_ns > uint64_t(deadline_ms) * 1000000ull;
 		} else {
 			l->late = true;
@@ -201,12 +198,12 @@ std::string Capacity::reclaim(chip::Pool lender, uint32_t count, std::optional<u
 	return err;
 }
 
-void Capacity::on_reclaimed(const chip::ReclaimDone &r)
+void Capacity::on_reclaimed(const ReclaimDone &r)
 {
 	Loan *l = find_open(r.device, r.core);
 	api::Event ev = EventBus::make("lease.reclaimed", r.device, static_cast<int32_t>(r.core),
-				       std::string(chip::pool_name(r.lender)) + " has its core back from " +
-					       chip::pool_name(r.borrower) + (r.late ? " (after the deadline)" : ""));
+				       std::string(sched::pool_name(r.lender)) + " has its core back from " +
+					       sched::pool_name(r.borrower) + (r.late ? " (after the deadline)" : ""));
 	ev.set_latency_ns(r.latency_ns);
 	if (l) {
 		if (l->state != "returned") {
@@ -223,9 +220,9 @@ void Capacity::on_reclaimed(const chip::ReclaimDone &r)
 
 void Capacity::return_orphaned_loans()
 {
-	for (uint32_t d = 0; d < chips_.size(); ++d)
-		for (chip::Pool borrower : {chip::Pool::Inference, chip::Pool::Training}) {
-			const chip::Pool lender = other(borrower);
+	for (uint32_t d = 0; d < devices_.device_count(); ++d)
+		for (Pool borrower : {Pool::Inference, Pool::Training}) {
+			const Pool lender = other_pool(borrower);
 			if (active_loans(lender, d) == 0 || pool_in_use(borrower, d))
 				continue;
 			std::vector<Loan> done;
@@ -251,11 +248,11 @@ void Capacity::fill_loan(const Loan &l, api::LoanInfo *o)
 
 void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &tenants) const
 {
-	api::PoolInfo pools[chip::kPoolCount];
-	for (int p = 0; p < chip::kPoolCount; ++p) {
-		const chip::Pool pool = static_cast<chip::Pool>(p);
+	api::PoolInfo pools[sched::kPoolCount];
+	for (int p = 0; p < sched::kPoolCount; ++p) {
+		const Pool pool = static_cast<Pool>(p);
 		pools[p].set_pool(to_api(pool));
-		pools[p].set_name(chip::pool_name(pool));
+		pools[p].set_name(sched::pool_name(pool));
 		pools[p].set_min_cores(limits_[p].min);
 		pools[p].set_max_cores(limits_[p].max);
 	}
@@ -263,18 +260,17 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 	for (const Loan &l : ledger_)
 		if (l.state != "returned")
 			active_loan[{l.device, l.core}] = l.id;
-	for (uint32_t d = 0; d < chips_.size(); ++d) {
-		DeviceSlot &slot = chips_.slot(d);
-		const auto leases = slot.cores_sched->leases();
+	for (uint32_t d = 0; d < devices_.device_count(); ++d) {
+		const auto leases = leases_.of(d);
 		for (uint32_t c = 0; c < leases.size(); ++c) {
-			const chip::CoreLease &l = leases[c];
-			const chip::CoreCounters &k = chips_.core_counters(d, c);
+			const CoreLease &l = leases[c];
+			const sched::CoreCounters &k = devices_.core_counters(d, c);
 			auto *ci = r->add_cores();
 			ci->set_device(d);
 			ci->set_core(c);
 			ci->set_home(to_api(l.home));
 			ci->set_holder(to_api(l.holder));
-			ci->set_lease_state(chip::lease_state_name(l.state));
+			ci->set_lease_state(lease_state_name(l.state));
 			ci->set_busy_ns(k.busy_ns.load(std::memory_order_relaxed));
 			ci->set_commands(k.commands.load(std::memory_order_relaxed));
 			ci->set_tiles(k.tiles.load(std::memory_order_relaxed));
@@ -282,9 +278,9 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 			ci->set_max_tile_ns(k.max_tile_ns.load(std::memory_order_relaxed));
 			ci->set_max_tile_cpu_ns(k.max_tile_cpu_ns.load(std::memory_order_relaxed));
 			const auto tiles = k.tile_ns.snapshot();
-			ci->set_tile_p99_ns(chip::LatencyHistogram::percentile(tiles, 0.99));
-			ci->set_tile_p999_ns(chip::LatencyHistogram::percentile(tiles, 0.999));
-			ci->set_tile_cpu_p999_ns(chip::LatencyHistogram::percentile(k.tile_cpu_ns.snapshot(), 0.999));
+			ci->set_tile_p99_ns(sched::LatencyHistogram::percentile(tiles, 0.99));
+			ci->set_tile_p999_ns(sched::LatencyHistogram::percentile(tiles, 0.999));
+			ci->set_tile_cpu_p999_ns(sched::LatencyHistogram::percentile(k.tile_cpu_ns.snapshot(), 0.999));
 			ci->set_tiles_over_1ms_cpu(k.tiles_over_1ms_cpu.load(std::memory_order_relaxed));
 			ci->set_last_reclaim_ns(l.last_reclaim_ns);
 			if (auto it = active_loan.find({d, c}); it != active_loan.end())
@@ -293,7 +289,7 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 			auto &holder = pools[static_cast<int>(l.holder)];
 			home.set_home_cores(home.home_cores() + 1);
 			holder.set_held_cores(holder.held_cores() + 1);
-			if (l.state == chip::LeaseState::Lent) {
+			if (l.state == LeaseState::Lent) {
 				home.set_lent_cores(home.lent_cores() + 1);
 				holder.set_borrowed_cores(holder.borrowed_cores() + 1);
 			}
@@ -302,7 +298,7 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 	for (const Tenant *t : tenants) {
 		auto &p = pools[static_cast<int>(t->pool())];
 		p.set_tenants(p.tenants() + 1);
-		for (uint32_t d = 0; d < chips_.size(); ++d)
+		for (uint32_t d = 0; d < devices_.device_count(); ++d)
 			p.set_queue_depth(p.queue_depth() + t->queue_depth(d));
 		uint64_t p50, p99;
 		t->latency(&p50, &p99);

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "../runtime/chip/profile.h"
+#include <chip/profile.h>
 
 #include <CLI/CLI.hpp>
 

@@ -1,11 +1,16 @@
-// neurond: the Neuron runtime daemon. Drives the simulated chip and serves tenants
-// over a Unix socket until SIGTERM or SIGINT.
-#include "chip_set.h"
+// neurond: the Neuron runtime daemon. Drives the devices through a backend (the
+// simulated chip in process, or neuron.ko) and serves tenants over a Unix socket
+// until SIGTERM or SIGINT.
 #include "config.h"
 #include "log.h"
 #include "server.h"
 
 #include <neuron/socket_path.h>
+
+#include <backend/select.h>
+
+#include <cblas.h>
+#include <thread>
 
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
@@ -15,7 +20,53 @@
 #include <iostream>
 #include <stdexcept>
 
+using namespace neuron;
 using namespace neuron::daemon;
+
+namespace {
+
+backend::BackendOptions backend_options(const Config &config)
+{
+	backend::BackendOptions o;
+	o.kind = config.backend;
+	o.profile = config.profile;
+	o.devices = config.devices;
+	o.cores = config.cores;
+	o.hbm_mib = config.hbm_mib;
+	o.engines.threads = config.threads_per_core > 0 ? config.threads_per_core
+							: static_cast<int>(std::thread::hardware_concurrency());
+	o.engines.spin_ns = config.spin_us * 1000;
+	o.engines.tile_budget.matmul_macs = config.tile_macs;
+	o.engines.tile_budget.elements = config.tile_elements;
+	o.engines.tile_budget.transcendental_elements = std::max<uint64_t>(config.tile_elements / 4, 1);
+	return o;
+}
+
+// One line for the choice, one per device; and where the driver decides what the
+// devices are, say so when the flags disagree.
+void log_backend(const backend::DeviceBackend &devices, const std::string &reason, const Config &config)
+{
+	NLOG_INFO("backend", std::string("backend=") + devices.name() + " reason=\"" + reason + "\" devices=" +
+				     std::to_string(devices.device_count()));
+	for (uint32_t d = 0; d < devices.device_count(); ++d) {
+		const backend::DeviceInfo i = devices.describe(d);
+		NLOG_INFO("device.up", "device=" + std::to_string(d) + " backend=" + devices.name() + " node=" + i.node +
+					       " profile=" + i.profile + " cores=" + std::to_string(i.cores) +
+					       " hbm_bytes=" + std::to_string(i.hbm_bytes));
+	}
+	if (std::string(devices.name()) != "kmd" || devices.device_count() == 0)
+		return;
+	const backend::DeviceInfo first = devices.describe(0);
+	if (config.devices != devices.device_count() || (config.cores && config.cores != first.cores) ||
+	    (config.hbm_mib && (config.hbm_mib << 20) != first.hbm_bytes) || config.profile != first.profile)
+		NLOG_WARN("backend.settings",
+			  "backend=kmd: --devices/--profile/--cores/--hbm-mib do not apply; the driver has " +
+				  std::to_string(devices.device_count()) + " " + first.profile + " device(s) with " +
+				  std::to_string(first.cores) + " cores and " + std::to_string(first.hbm_bytes >> 20) +
+				  " MiB HBM (set them with neuron.ko's module parameters)");
+}
+
+} // namespace
 
 int main(int argc, char **argv)
 {
@@ -36,19 +87,25 @@ int main(int argc, char **argv)
 		// (kmd backend) from the first only to find the socket taken.
 		if (socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
-		ChipSet chips(config);
+		const backend::BackendOptions options = backend_options(config);
+		// BLAS keeps one global pool: size it to one command's thread budget.
+		openblas_set_num_threads(options.engines.threads);
+		backend::Selected selected = backend::open_backend(options);
+		backend::DeviceBackend &devices = *selected.backend;
+		log_backend(devices, selected.reason, config);
 		boost::asio::io_context io;
-		Server server(io, chips, config);
+		Server server(io, devices, config);
+		devices.start();
 		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 		signals.async_wait([&](const boost::system::error_code &, int sig) {
 			NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig));
 			server.stop();
 			io.stop();
 		});
-		NLOG_INFO("daemon.ready", "version=" NEURON_VERSION " devices=" + std::to_string(chips.size()));
+		NLOG_INFO("daemon.ready", "version=" NEURON_VERSION " devices=" + std::to_string(devices.device_count()));
 		io.run();
 		server.stop();
-		chips.stop();
+		devices.stop();
 		NLOG_INFO("daemon.exit", "status=clean");
 	} catch (const std::exception &e) {
 		NLOG_ERROR("daemon.fatal", std::string("error=\"") + e.what() + "\"");

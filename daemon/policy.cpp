@@ -104,10 +104,11 @@ api::PolicyConfig policy_from_config(const Config &c)
 	return p;
 }
 
-Policy::Policy(boost::asio::io_context &io, ChipSet &chips, Capacity &capacity, EventBus &events,
+Policy::Policy(boost::asio::io_context &io, backend::DeviceBackend &devices, Leases &leases, Capacity &capacity,
+	       EventBus &events,
 	       api::PolicyConfig config)
-	: timer_(io), chips_(chips), capacity_(capacity), events_(events), config_(std::move(config)),
-	  low_since_(chips.size(), 0)
+	: timer_(io), devices_(devices), leases_(leases), capacity_(capacity), events_(events), config_(std::move(config)),
+	  low_since_(devices.device_count(), 0)
 {
 	arm();
 }
@@ -157,7 +158,7 @@ void Policy::tick()
 				w.base = l->latency.snapshot();
 			}
 	}
-	for (uint32_t d = 0; d < chips_.size(); ++d) {
+	for (uint32_t d = 0; d < devices_.device_count(); ++d) {
 		if (config_.mode() == "scheduled")
 			run_scheduled(d);
 		else if (config_.mode() == "auto")
@@ -172,28 +173,27 @@ void Policy::run_scheduled(uint32_t d)
 	for (const auto &w : config_.windows())
 		if (in_window(w, now))
 			open = &w;
-	const uint32_t lent = capacity_.active_loans(chip::Pool::Inference, d, "schedule");
+	const uint32_t lent = capacity_.active_loans(Pool::Inference, d, "schedule");
 	std::vector<Loan> loans;
 	if (!open) {
 		if (lent > 0)
-			capacity_.reclaim(chip::Pool::Inference, 0, d, 0, "schedule", &loans);
+			capacity_.reclaim(Pool::Inference, 0, d, 0, "schedule", &loans);
 		return;
 	}
 	if (open->cores() != 0 && lent >= open->cores())
 		return;
 	const uint32_t want = open->cores() == 0 ? 0 : open->cores() - lent;
 	// Only while something can still be lent (quietly: the window stays open).
-	chip::CoreScheduler &s = *chips_.slot(d).cores_sched;
-	if (s.held(chip::Pool::Inference) > capacity_.limits(chip::Pool::Inference).min &&
-	    s.homed(chip::Pool::Inference) > capacity_.active_loans(chip::Pool::Inference, d))
-		capacity_.lend(chip::Pool::Inference, want, d, "schedule", &loans);
+	if (leases_.held(d, Pool::Inference) > capacity_.limits(Pool::Inference).min &&
+	    leases_.homed(d, Pool::Inference) > capacity_.active_loans(Pool::Inference, d))
+		capacity_.lend(Pool::Inference, want, d, "schedule", &loans);
 }
 
 uint64_t Policy::inference_p99(uint32_t d)
 {
-	chip::LatencyHistogram::Counts sum{};
-	for (const auto &l : chips_.slot(d).cores_sched->logical_cores()) {
-		if (l->pool() != chip::Pool::Inference)
+	sched::LatencyHistogram::Counts sum{};
+	for (const auto &l : devices_.cores(d).logical_cores()) {
+		if (l->pool() != Pool::Inference)
 			continue;
 		auto [it, fresh] = windows_.try_emplace(l.get());
 		if (fresh) {
@@ -201,18 +201,18 @@ uint64_t Policy::inference_p99(uint32_t d)
 			it->second.base = it->second.prev = l->latency.snapshot();
 		}
 		const auto now = l->latency.snapshot();
-		for (int i = 0; i < chip::LatencyHistogram::kBuckets; ++i)
+		for (int i = 0; i < sched::LatencyHistogram::kBuckets; ++i)
 			sum[i] += now[i] - it->second.prev[i];
 	}
-	return chip::LatencyHistogram::percentile(sum, 0.99);
+	return sched::LatencyHistogram::percentile(sum, 0.99);
 }
 
 void Policy::run_auto(uint32_t d)
 {
 	const auto &a = config_.auto_();
 	uint64_t depth = 0;
-	for (const auto &l : chips_.slot(d).cores_sched->logical_cores())
-		if (l->pool() == chip::Pool::Inference)
+	for (const auto &l : devices_.cores(d).logical_cores())
+		if (l->pool() == Pool::Inference)
 			depth += l->depth();
 	const uint64_t p99 = inference_p99(d);
 	const bool high = depth >= a.reclaim_depth() || (a.reclaim_p99_us() && p99 >= a.reclaim_p99_us() * 1000);
@@ -221,10 +221,10 @@ void Policy::run_auto(uint32_t d)
 	const uint64_t now = detail::monotonic_ns();
 	if (high) {
 		low_since_[d] = 0;
-		if (capacity_.active_loans(chip::Pool::Inference, d) > 0) {
+		if (capacity_.active_loans(Pool::Inference, d) > 0) {
 			NLOG_INFO("policy.auto_reclaim", "device=" + std::to_string(d) + " depth=" + std::to_string(depth) +
 								 " p99_ns=" + std::to_string(p99));
-			capacity_.reclaim(chip::Pool::Inference, 0, d, 0, "auto", &loans);
+			capacity_.reclaim(Pool::Inference, 0, d, 0, "auto", &loans);
 		}
 		return;
 	}
@@ -237,14 +237,13 @@ void Policy::run_auto(uint32_t d)
 	if (now - low_since_[d] < uint64_t(a.hold_ms()) * 1000000ull)
 		return;
 	// Lend only to a pool that has work to put there, and only what the limits allow.
-	chip::CoreScheduler &s = *chips_.slot(d).cores_sched;
-	if (!capacity_.pool_in_use(chip::Pool::Training, d) ||
-	    s.held(chip::Pool::Inference) <= capacity_.limits(chip::Pool::Inference).min ||
-	    s.homed(chip::Pool::Inference) <= capacity_.active_loans(chip::Pool::Inference, d))
+	if (!capacity_.pool_in_use(Pool::Training, d) ||
+	    leases_.held(d, Pool::Inference) <= capacity_.limits(Pool::Inference).min ||
+	    leases_.homed(d, Pool::Inference) <= capacity_.active_loans(Pool::Inference, d))
 		return;
 	NLOG_INFO("policy.auto_lend", "device=" + std::to_string(d) + " depth=" + std::to_string(depth) +
 					      " p99_ns=" + std::to_string(p99));
-	capacity_.lend(chip::Pool::Inference, 0, d, "auto", &loans);
+	capacity_.lend(Pool::Inference, 0, d, "auto", &loans);
 }
 
 } // namespace neuron::daemon

@@ -30,7 +30,8 @@ api::PolicyConfig policy_from_config(const Config &c);
 
 class Policy {
 public:
-	Policy(boost::asio::io_context &io, ChipSet &chips, Capacity &capacity, EventBus &events, api::PolicyConfig config);
+	Policy(boost::asio::io_context &io, backend::DeviceBackend &devices, Leases &leases, Capacity &capacity,
+	       EventBus &events, api::PolicyConfig config);
 
 	const api::PolicyConfig &config() const { return config_; }
 	std::string set(const api::PolicyConfig &p);
@@ -38,8 +39,8 @@ public:
 
 private:
 	struct Window {
-		std::weak_ptr<chip::LogicalCore> core;
-		chip::LatencyHistogram::Counts base{}, prev{};
+		std::weak_ptr<sched::LogicalCore> core;
+		sched::LatencyHistogram::Counts base{}, prev{};
 	};
 	void arm();
 	void tick();
@@ -48,12 +49,13 @@ private:
 	uint64_t inference_p99(uint32_t device);
 
 	boost::asio::steady_timer timer_;
-	ChipSet &chips_;
+	backend::DeviceBackend &devices_;
+	Leases &leases_;
 	Capacity &capacity_;
 	EventBus &events_;
 	api::PolicyConfig config_;
 	std::vector<uint64_t> low_since_;   // per device: when inference load went low (0: not low)
-	std::map<const chip::LogicalCore *, Window> windows_;
+	std::map<const sched::LogicalCore *, Window> windows_;
 	uint64_t last_roll_ns_ = 0;
 	bool stopped_ = false;
 };

@@ -31,6 +31,13 @@ namespace {
 
 using boost::asio::local::stream_protocol;
 
+// Cores each device homes in the inference pool (--inference-cores; -1: half).
+uint32_t inference_cores(const backend::DeviceBackend &devices, const Config &config)
+{
+	const uint32_t cores = devices.device_count() ? devices.core_count(0) : 0;
+	return config.inference_cores < 0 ? cores / 2 : std::min<uint32_t>(uint32_t(config.inference_cores), cores);
+}
+
 void make_parent_dir(const std::string &path)
 {
 	const auto slash = path.rfind('/');
@@ -45,9 +52,10 @@ void make_parent_dir(const std::string &path)
 
 } // namespace
 
-Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config)
-	: io_(io), chips_(chips), config_(config), events_(io), capacity_(chips, events_, config),
-	  policy_(io, chips, capacity_, events_, policy_from_config(config)), telemetry_timer_(io),
+Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, const Config &config)
+	: io_(io), devices_(devices), config_(config), events_(io), leases_(devices, inference_cores(devices, config)),
+	  capacity_(devices, leases_, events_, config),
+	  policy_(io, devices, leases_, capacity_, events_, policy_from_config(config)), telemetry_timer_(io),
 	  path_(config.socket_path), acceptor_(io)
 {
 	if (auto err = validate_policy(policy_.config()); !err.empty())
@@ -59,14 +67,19 @@ Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config
 		policy_.set(p);
 	}
 	// Engine threads report through the event bus, which hops onto this thread.
-	chips_.fault_hook = [this](const chip::Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
+	devices_.on_fault = [this](const backend::Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
+		NLOG_WARN("queue.fault", "queue=" + std::to_string(q.id()) + " device=" + std::to_string(q.device()) +
+						 " core=" + std::to_string(q.core()) + " backend=" + devices_.name() +
+						 " code=" + std::to_string(code) + " seq=" + std::to_string(seq) + " reason=\"" +
+						 reason + "\"");
 		api::Event ev = EventBus::make(code == NEURON_FAULT_RESET ? "core.reset" : "queue.fault", q.device(),
-					       q.kind() == chip::QueueKind::Core ? static_cast<int32_t>(q.core()) : -1,
+					       q.kind() == backend::QueueKind::Core ? static_cast<int32_t>(q.core()) : -1,
 					       "queue " + std::to_string(q.id()) + " seq " + std::to_string(seq) + " code " +
 						       std::to_string(code) + ": " + reason);
 		events_.post(std::move(ev));
 	};
-	chips_.reclaim_hook = [this](const chip::ReclaimDone &r) {
+	devices_.on_switched = [this](uint32_t device, uint32_t core) { leases_.switched(device, core); };
+	leases_.on_reclaimed = [this](const ReclaimDone &r) {
 		boost::asio::post(io_, [this, r] { capacity_.on_reclaimed(r); });
 	};
 	roll_telemetry();
@@ -102,7 +115,12 @@ Server::Server(boost::asio::io_context &io, ChipSet &chips, const Config &config
 	accept();
 }
 
-Server::~Server() { stop(); }
+Server::~Server()
+{
+	stop();
+	// The engines call this server's hooks: they stop before it goes.
+	devices_.stop();
+}
 
 void Server::accept()
 {

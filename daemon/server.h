@@ -3,10 +3,12 @@
 #pragma once
 
 #include "capacity.h"
-#include "chip_set.h"
 #include "config.h"
 #include "events.h"
+#include "leases.h"
 #include "policy.h"
+
+#include <backend/device_backend.h>
 
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
@@ -26,11 +28,12 @@ bool socket_alive(const std::string &path);
 class Server {
 public:
 	// Throws std::runtime_error if the socket cannot be set up.
-	Server(boost::asio::io_context &io, ChipSet &chips, const Config &config);
+	Server(boost::asio::io_context &io, backend::DeviceBackend &devices, const Config &config);
 	~Server();
 
 	void stop();
-	ChipSet &chips() { return chips_; }
+	backend::DeviceBackend &devices() { return devices_; }
+	Leases &leases() { return leases_; }
 	EventBus &events() { return events_; }
 	Capacity &capacity() { return capacity_; }
 	Policy &policy() { return policy_; }
@@ -47,9 +50,10 @@ private:
 	void accept();
 
 	boost::asio::io_context &io_;
-	ChipSet &chips_;
+	backend::DeviceBackend &devices_;
 	Config config_;
 	EventBus events_;
+	Leases leases_;
 	Capacity capacity_;
 	Policy policy_;
 	boost::asio::steady_timer telemetry_timer_;

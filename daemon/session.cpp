@@ -40,33 +40,11 @@ Peer peer_of(int fd)
 	return p;
 }
 
-// A kmd device as the driver describes it now (QUERY DEVICE_INFO).
-std::string fill_kmd_device(KmdChip &k, api::DeviceInfo *info)
-{
-	kmd::DeviceInfo d;
-	try {
-		d = k.device().refresh_info();
-	} catch (const std::exception &e) {
-		return std::string("cannot query ") + k.path() + ": " + e.what();
-	}
-	info->set_index(k.index());
-	info->set_profile(d.profile_name);
-	info->set_core_count(d.num_cores);
-	info->set_hbm_bytes(d.hbm_size);
-	info->set_hbm_used_bytes(d.hbm_used);
-	// The driver reports no fragmentation figure: free bytes bound the largest block.
-	info->set_hbm_largest_free_bytes(d.hbm_size - std::min(d.hbm_used, d.hbm_size));
-	info->set_pci_bdf(d.platform_name == "simulated" ? "sim" : d.platform_name);
-	info->set_numa_node(-1);
-	info->set_backend("kmd");
-	return {};
-}
-
 } // namespace
 
 Session::Session(boost::asio::local::stream_protocol::socket socket, Server &server, uint64_t id)
 	: socket_(std::move(socket)), server_(server),
-	  tenant_(std::make_unique<Tenant>(id, peer_of(socket_.native_handle()), server.chips()))
+	  tenant_(std::make_unique<Tenant>(id, peer_of(socket_.native_handle()), server.devices()))
 {
 	socket_.non_blocking(true);
 	tenant_->admin = peer_is_admin(tenant_->peer(), server.config().admin_group);
@@ -226,7 +204,7 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 						  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : ""));
 		if (!t.observer) {
 			api::Event ev = EventBus::make("tenant.connect", 0, -1,
-						       std::string(chip::pool_name(t.pool())) + " pid " +
+						       std::string(sched::pool_name(t.pool())) + " pid " +
 							       std::to_string(t.peer().pid) + " \"" + t.client_name + "\"");
 			ev.set_tenant_id(t.id());
 			server_.events().publish(ev);
@@ -238,32 +216,31 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 		return true;
 	case api::Request::kListDevices: {
 		auto *r = resp->mutable_list_devices();
-		for (size_t i = 0; i < server_.chips().size(); ++i) {
-			auto *info = r->add_devices();
-			if (KmdChip *k = server_.chips().slot(i).kmd.get()) {
-				if (auto err = fill_kmd_device(*k, info); !err.empty()) {
-					fail(resp, api::ERROR_INTERNAL, err);
-					return true;
-				}
-				continue;
+		backend::DeviceBackend &devices = server_.devices();
+		const uint32_t n = devices.device_count();
+		for (uint32_t i = 0; i < n; ++i) {
+			backend::DeviceInfo d;
+			try {
+				d = devices.describe(i);
+			} catch (const std::exception &e) {
+				fail(resp, api::ERROR_INTERNAL, "cannot describe device " + std::to_string(i) + ": " + e.what());
+				return true;
 			}
-			chip::Device &d = *server_.chips().slot(i).device;
-			const chip::HbmStats s = d.stats();
-			info->set_index(d.index());
-			info->set_profile(d.profile().name);
-			info->set_core_count(d.profile().cores);
-			info->set_hbm_bytes(s.total_bytes);
-			info->set_hbm_used_bytes(s.used_bytes);
-			info->set_hbm_largest_free_bytes(s.largest_free_bytes);
-			info->set_pci_bdf("sim");
-			info->set_numa_node(-1);
-			info->set_backend("emu");
+			auto *info = r->add_devices();
+			info->set_index(d.index);
+			info->set_profile(d.profile);
+			info->set_core_count(d.cores);
+			info->set_hbm_bytes(d.hbm_bytes);
+			info->set_hbm_used_bytes(d.hbm_used_bytes);
+			info->set_hbm_largest_free_bytes(d.hbm_largest_free_bytes);
+			info->set_pci_bdf(d.pci_bdf);
+			info->set_numa_node(d.numa_node);
+			info->set_backend(devices.name());
 			// The simulated devices form a ring, as NeuronLink neighbours do.
-			const size_t n = server_.chips().size();
 			if (n > 1) {
-				info->add_connected_devices(static_cast<uint32_t>((i + n - 1) % n));
+				info->add_connected_devices((i + n - 1) % n);
 				if (n > 2)
-					info->add_connected_devices(static_cast<uint32_t>((i + 1) % n));
+					info->add_connected_devices((i + 1) % n);
 			}
 		}
 		return true;
@@ -291,8 +268,9 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 	}
 	case api::Request::kFreeDevice: {
 		const auto &f = req.free_device();
-		if (auto err = t.free(f.device(), f.address()); !err.empty())
-			fail(resp, api::ERROR_NOT_FOUND, err);
+		api::ErrorCode code;
+		if (auto err = t.free(f.device(), f.address(), &code); !err.empty())
+			fail(resp, code, err);
 		else
 			resp->mutable_ok();
 		return true;
@@ -304,24 +282,27 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 			fds_.pop_front();
 		}
 		uint32_t handle = 0;
-		const std::string err = t.register_host(fd, req.register_host_buffer().size(), &handle);
+		api::ErrorCode code;
+		const std::string err = t.register_host(fd, req.register_host_buffer().size(), &handle, &code);
 		if (fd >= 0)
 			::close(fd);
 		if (!err.empty())
-			fail(resp, api::ERROR_INVALID_ARGUMENT, err);
+			fail(resp, code, err);
 		else
 			resp->mutable_register_host_buffer()->set_handle(handle);
 		return true;
 	}
-	case api::Request::kUnregisterHostBuffer:
-		if (auto err = t.unregister_host(req.unregister_host_buffer().handle()); !err.empty())
-			fail(resp, api::ERROR_NOT_FOUND, err);
+	case api::Request::kUnregisterHostBuffer: {
+		api::ErrorCode code;
+		if (auto err = t.unregister_host(req.unregister_host_buffer().handle(), &code); !err.empty())
+			fail(resp, code, err);
 		else
 			resp->mutable_ok();
 		return true;
+	}
 	case api::Request::kCreateQueue: {
 		const auto &c = req.create_queue();
-		std::shared_ptr<chip::Queue> q;
+		std::shared_ptr<backend::Queue> q;
 		std::string err;
 		try {
 			err = t.create_queue(c.device(), c.kind(), c.core(), c.slot_count(), &q);
@@ -340,7 +321,7 @@ bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_
 		*reply_fd = q->memfd();
 		NLOG_INFO("queue.create", t.log_fields() + " queue=" + std::to_string(q->id()) + " device=" +
 						  std::to_string(q->device()) +
-						  (q->kind() == chip::QueueKind::Dma ? " engine=dma" : " core=" + std::to_string(q->core())));
+						  (q->kind() == backend::QueueKind::Dma ? " engine=dma" : " core=" + std::to_string(q->core())));
 		return true;
 	}
 	case api::Request::kDestroyQueue:

@@ -127,12 +127,11 @@ bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 			return true;
 		}
 		tenant_->weight = w;
-		ChipSet &chips = server_.chips();
-		for (size_t d = 0; d < chips.size(); ++d)
-			if (auto &sched = chips.slot(d).cores_sched)
-				for (const auto &l : sched->logical_cores())
-					if (l->tenant() == tenant_->id())
-						l->set_weight(w);
+		backend::DeviceBackend &devices = server_.devices();
+		for (uint32_t d = 0; d < devices.device_count(); ++d)
+			for (const auto &l : devices.cores(d).logical_cores())
+				if (l->tenant() == tenant_->id())
+					l->set_weight(w);
 		NLOG_INFO("tenant.weight", tenant_->log_fields() + " weight=" + std::to_string(w));
 		resp->mutable_ok();
 		return true;

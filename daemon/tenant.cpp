@@ -2,6 +2,8 @@
 
 #include "log.h"
 
+#include <neuron/ring.hpp>
+
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -9,11 +11,12 @@
 #include <fcntl.h>
 #include <mutex>
 #include <set>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace neuron::daemon {
+
+using backend::QueueKind;
 
 uint64_t next_queue_id()
 {
@@ -21,10 +24,15 @@ uint64_t next_queue_id()
 	return next.fetch_add(1);
 }
 
-Tenant::Tenant(uint64_t id, Peer peer, ChipSet &chips) : id_(id), peer_(std::move(peer)), chips_(chips)
+Tenant::Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices)
+	: id_(id), peer_(std::move(peer)), devices_(devices)
 {
-	if (chips_.backend() == Backend::Kmd)
-		kmd_ = std::make_unique<KmdTenant>(id_, peer_.pid, chips_);
+	try {
+		ctx_ = devices.open_tenant(id, peer_.pid);
+	} catch (const std::exception &e) {
+		ctx_error_ = e.what();
+		NLOG_ERROR("tenant.context", log_fields() + " backend=" + devices.name() + " error=\"" + ctx_error_ + "\"");
+	}
 }
 
 Tenant::~Tenant() { release_all(); }
@@ -34,49 +42,70 @@ std::string Tenant::log_fields() const
 	return "tenant=" + std::to_string(id_) + " pid=" + std::to_string(peer_.pid);
 }
 
-static std::string bad_device(uint32_t device, size_t count)
+namespace {
+
+std::string bad_device(uint32_t device, size_t count)
 {
 	return "device " + std::to_string(device) + " does not exist (this host has " + std::to_string(count) +
 	       (count == 1 ? " device)" : " devices)");
 }
 
+api::ErrorCode to_api(backend::Refusal::Code c)
+{
+	switch (c) {
+	case backend::Refusal::InvalidArgument: return api::ERROR_INVALID_ARGUMENT;
+	case backend::Refusal::OutOfMemory: return api::ERROR_OUT_OF_MEMORY;
+	case backend::Refusal::NotFound: return api::ERROR_NOT_FOUND;
+	case backend::Refusal::ResourceExhausted: return api::ERROR_RESOURCE_EXHAUSTED;
+	case backend::Refusal::Unavailable: return api::ERROR_INTERNAL;
+	}
+	return api::ERROR_INTERNAL;
+}
+
+} // namespace
+
+std::string Tenant::refused(const backend::Result &r, api::ErrorCode *code) const
+{
+	if (!r)
+		return {};
+	*code = to_api(r->code);
+	return r->message;
+}
+
+std::string Tenant::unready(api::ErrorCode *code) const
+{
+	if (ctx_)
+		return {};
+	*code = api::ERROR_INTERNAL;
+	return "neurond could not open the " + std::string(devices_.name()) + " device backend for this tenant: " +
+	       ctx_error_;
+}
+
 std::string Tenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address, api::ErrorCode *code)
 {
 	*code = api::ERROR_INVALID_ARGUMENT;
-	if (device >= chips_.size())
-		return bad_device(device, chips_.size());
-	if (kmd_)
-		return kmd_->alloc(device, size, alignment, address, code);
-	std::string why;
-	auto addr = chips_.slot(device).device->allocate(size, alignment, &why);
-	if (!addr) {
-		if (size != 0 && (alignment == 0 || std::has_single_bit(alignment)))
-			*code = api::ERROR_OUT_OF_MEMORY;
-		return why;
-	}
-	auto lock = memory_->lock_exclusive();
-	memory_->add_device(device, *addr, size);
-	*address = *addr;
-	return {};
+	if (auto err = unready(code); !err.empty())
+		return err;
+	if (device >= devices_.device_count())
+		return bad_device(device, devices_.device_count());
+	return refused(ctx_->alloc(device, size, alignment, address), code);
 }
 
-std::string Tenant::free(uint32_t device, uint64_t address)
+std::string Tenant::free(uint32_t device, uint64_t address, api::ErrorCode *code)
 {
-	if (device >= chips_.size())
-		return bad_device(device, chips_.size());
-	if (kmd_)
-		return kmd_->free(device, address);
-	// Exclusive: waits for a command of this tenant that may be using the memory.
-	auto lock = memory_->lock_exclusive();
-	if (!memory_->remove_device(device, address))
-		return "no allocation of this tenant starts at device address " + std::to_string(address) +
-		       " on device " + std::to_string(device);
-	chips_.slot(device).device->release(address);
-	return {};
+	*code = api::ERROR_NOT_FOUND;
+	if (auto err = unready(code); !err.empty())
+		return err;
+	if (device >= devices_.device_count())
+		return bad_device(device, devices_.device_count());
+	return refused(ctx_->free(device, address), code);
 }
 
-std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle)
+std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle, api::ErrorCode *code)
 {
+	*code = api::ERROR_INVALID_ARGUMENT;
+	if (auto err = unready(code); !err.empty())
+		return err;
 	if (fd < 0)
 		return "RegisterHostBuffer needs a memfd passed with SCM_RIGHTS, and none arrived";
 	if (size == 0)
@@ -89,75 +118,53 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle)
 	struct stat st;
 	if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
 		return "host buffer memfd is smaller than the " + std::to_string(size) + " bytes declared";
-	if (kmd_) {
-		if (auto err = kmd_->register_host(fd, size, next_host_handle_); !err.empty())
-			return err;
-		*handle = next_host_handle_++;
-		return {};
-	}
-	void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return std::string("cannot map the host buffer: ") + std::strerror(errno);
-	auto lock = memory_->lock_exclusive();
+	if (auto err = refused(ctx_->register_host(fd, size, next_host_handle_), code); !err.empty())
+		return err;
 	*handle = next_host_handle_++;
-	memory_->add_host(*handle, chip::HostBuffer{static_cast<std::byte *>(p), size});
 	return {};
 }
 
-void Tenant::unmap_host(const chip::HostBuffer &b) { munmap(b.ptr, b.size); }
-
-std::string Tenant::unregister_host(uint32_t handle)
+std::string Tenant::unregister_host(uint32_t handle, api::ErrorCode *code)
 {
-	if (kmd_)
-		return kmd_->unregister_host(handle);
-	auto lock = memory_->lock_exclusive();
-	auto b = memory_->remove_host(handle);
-	if (!b)
-		return "host buffer " + std::to_string(handle) + " is not registered by this tenant";
-	unmap_host(*b);
-	return {};
+	*code = api::ERROR_NOT_FOUND;
+	if (auto err = unready(code); !err.empty())
+		return err;
+	return refused(ctx_->unregister_host(handle), code);
 }
 
 std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
-				 std::shared_ptr<chip::Queue> *out)
+				 std::shared_ptr<backend::Queue> *out)
 {
-	if (device >= chips_.size())
-		return bad_device(device, chips_.size());
-	DeviceSlot &slot = chips_.slot(device);
+	api::ErrorCode ignored;
+	if (auto err = unready(&ignored); !err.empty())
+		return err;
+	if (device >= devices_.device_count())
+		return bad_device(device, devices_.device_count());
 	if (kind != api::QUEUE_KIND_CORE && kind != api::QUEUE_KIND_DMA)
 		return "queue kind must be CORE or DMA";
-	if (kind == api::QUEUE_KIND_CORE && core >= slot.core_count)
+	const uint32_t cores = devices_.core_count(device);
+	if (kind == api::QUEUE_KIND_CORE && core >= cores)
 		return "core " + std::to_string(core) + " does not exist on device " + std::to_string(device) +
-		       " (it has " + std::to_string(slot.core_count) + " cores)";
+		       " (it has " + std::to_string(cores) + " cores)";
 	if (slots == 0)
 		slots = 256;
-	if (!std::has_single_bit(slots) || slots < 2 || slots > 65536)
+	if (!ring::valid_slot_count(slots))
 		return "slot_count " + std::to_string(slots) + " must be a power of two in 2..65536";
 	if (queues_.size() >= 1024)
 		return "this tenant already has 1024 queues";
-	const auto qkind = kind == api::QUEUE_KIND_DMA ? chip::QueueKind::Dma : chip::QueueKind::Core;
-	auto q = std::make_shared<chip::Queue>(next_queue_id(), qkind, device, qkind == chip::QueueKind::Dma ? 0 : core,
-					       slots, memory_, directory_);
+	const auto qkind = kind == api::QUEUE_KIND_DMA ? QueueKind::Dma : QueueKind::Core;
+	auto q = std::make_shared<backend::Queue>(next_queue_id(), qkind, device, qkind == QueueKind::Dma ? 0 : core,
+						  slots, ctx_, directory_);
+	if (auto r = ctx_->attach_queue(*q))
+		return r->message;
 	directory_->add(q->id(), q);
-	if (kmd_) {
-		// The kernel schedules the queue's jobs on physical core `core` (no
-		// logical-core moves on this backend); a ring pump feeds them.
-		if (auto err = kmd_->add_queue(q); !err.empty()) {
-			directory_->remove(q->id());
-			return err;
-		}
-		queues_[q->id()] = q;
-		used_cores |= qkind == chip::QueueKind::Core;
-		*out = q;
-		return {};
-	}
 	queues_[q->id()] = q;
 	// `core` names a logical core: the scheduler runs it on whichever physical cores
 	// the tenant's pool may use, and moves it between tiles.
-	chip::CoreScheduler &sched = qkind == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
-	auto l = sched.attach(id_, qkind == chip::QueueKind::Dma ? 0 : core, pool(), weight);
+	sched::CoreScheduler &sched = qkind == QueueKind::Dma ? devices_.dma(device) : devices_.cores(device);
+	auto l = sched.attach(id_, qkind == QueueKind::Dma ? 0 : core, pool(), weight);
 	queue_core_[q->id()] = l;
-	used_cores |= qkind == chip::QueueKind::Core;
+	used_cores |= qkind == QueueKind::Core;
 	sched.add_queue(*l, q);
 	*out = q;
 	return {};
@@ -170,14 +177,7 @@ std::string Tenant::destroy_queue(uint64_t id)
 		return "queue " + std::to_string(id) + " is not a queue of this tenant";
 	auto q = it->second;
 	q->retire();
-	if (kmd_) {
-		kmd_->remove_queue(id);
-		directory_->remove(id);
-		queues_.erase(it);
-		return {};
-	}
-	DeviceSlot &slot = chips_.slot(q->device());
-	chip::CoreScheduler &sched = q->kind() == chip::QueueKind::Dma ? *slot.dma_sched : *slot.cores_sched;
+	sched::CoreScheduler &sched = q->kind() == QueueKind::Dma ? devices_.dma(q->device()) : devices_.cores(q->device());
 	if (auto lc = queue_core_.find(id); lc != queue_core_.end()) {
 		sched.remove_queue(*lc->second, q.get());
 		if (lc->second->queue_count() == 0) {
@@ -188,6 +188,7 @@ std::string Tenant::destroy_queue(uint64_t id)
 	}
 	directory_->remove(id);
 	queues_.erase(it);
+	ctx_->detach_queue(*q);
 	return {};
 }
 
@@ -198,37 +199,30 @@ void Tenant::release_all()
 	released_ = true;
 	while (!queues_.empty())
 		destroy_queue(queues_.begin()->first);
-	if (kmd_)
-		kmd_->release_all();
-	// Exclusive lock: any command still running on an engine finishes first.
-	auto lock = memory_->lock_exclusive();
-	for (const auto &[device, allocs] : memory_->device_allocations())
-		for (const auto &[address, size] : allocs)
-			chips_.slot(device).device->release(address);
-	for (const auto &[handle, buffer] : memory_->host_buffers())
-		unmap_host(buffer);
-	memory_->clear();
+	// Waits for any command still running on an engine, then frees everything.
+	if (ctx_)
+		ctx_->release();
 }
 
 uint64_t Tenant::queue_depth(uint32_t device) const
 {
-	std::set<const chip::LogicalCore *> seen;
+	std::set<const sched::LogicalCore *> seen;
 	uint64_t d = 0;
 	for (const auto &[id, l] : queue_core_)
-		if (l->device() == device && queues_.at(id)->kind() == chip::QueueKind::Core && seen.insert(l.get()).second)
+		if (l->device() == device && queues_.at(id)->kind() == QueueKind::Core && seen.insert(l.get()).second)
 			d += l->depth();
 	return d;
 }
 
 void Tenant::roll_latency_window()
 {
-	std::set<const chip::LogicalCore *> seen;
+	std::set<const sched::LogicalCore *> seen;
 	for (const auto &[id, l] : queue_core_) {
 		if (!seen.insert(l.get()).second)
 			continue;
 		auto now = l->latency.snapshot();
 		auto it = window_base_.find(l.get());
-		window_prev_[l.get()] = it == window_base_.end() ? chip::LatencyHistogram::Counts{} : it->second;
+		window_prev_[l.get()] = it == window_base_.end() ? sched::LatencyHistogram::Counts{} : it->second;
 		window_base_[l.get()] = now;
 	}
 }
@@ -237,34 +231,34 @@ void Tenant::latency(uint64_t *p50, uint64_t *p99) const
 {
 	// Commands completed since the roll before last: a window of one to two roll
 	// periods, so the figures follow the load instead of averaging the whole life.
-	chip::LatencyHistogram::Counts sum{};
-	std::set<const chip::LogicalCore *> seen;
+	sched::LatencyHistogram::Counts sum{};
+	std::set<const sched::LogicalCore *> seen;
 	for (const auto &[id, l] : queue_core_) {
-		if (queues_.at(id)->kind() != chip::QueueKind::Core || !seen.insert(l.get()).second)
+		if (queues_.at(id)->kind() != QueueKind::Core || !seen.insert(l.get()).second)
 			continue;
 		const auto now = l->latency.snapshot();
 		auto it = window_prev_.find(l.get());
-		for (int i = 0; i < chip::LatencyHistogram::kBuckets; ++i)
+		for (int i = 0; i < sched::LatencyHistogram::kBuckets; ++i)
 			sum[i] += now[i] - (it == window_prev_.end() ? 0 : it->second[i]);
 	}
-	*p50 = chip::LatencyHistogram::percentile(sum, 0.5);
-	*p99 = chip::LatencyHistogram::percentile(sum, 0.99);
+	*p50 = sched::LatencyHistogram::percentile(sum, 0.5);
+	*p99 = sched::LatencyHistogram::percentile(sum, 0.99);
 }
 
 void Tenant::fill_info(api::TenantInfo *info) const
 {
 	info->set_tenant_id(id_);
-	info->set_pool(pool() == chip::Pool::Inference ? api::POOL_INFERENCE : api::POOL_TRAINING);
+	info->set_pool(pool() == sched::Pool::Inference ? api::POOL_INFERENCE : api::POOL_TRAINING);
 	info->set_weight(weight);
 	uint64_t p50 = 0, p99 = 0;
 	latency(&p50, &p99);
 	info->set_latency_p50_ns(p50);
 	info->set_latency_p99_ns(p99);
 	{
-		std::set<const chip::LogicalCore *> seen;
+		std::set<const sched::LogicalCore *> seen;
 		uint64_t busy = 0, tiles = 0, depth = 0;
 		for (const auto &[id, l] : queue_core_)
-			if (queues_.at(id)->kind() == chip::QueueKind::Core && seen.insert(l.get()).second) {
+			if (queues_.at(id)->kind() == QueueKind::Core && seen.insert(l.get()).second) {
 				busy += l->busy_ns.load(std::memory_order_relaxed);
 				tiles += l->tiles.load(std::memory_order_relaxed);
 				depth += l->depth();
@@ -278,7 +272,10 @@ void Tenant::fill_info(api::TenantInfo *info) const
 	info->set_command(peer_.command);
 	info->set_client_name(client_name);
 	info->set_kind(kind);
-	std::shared_lock lock(memory_->mutex);
+	if (!ctx_)
+		return;
+	const backend::TenantMemory &m = ctx_->memory();
+	std::shared_lock lock(m.mutex);
 	std::map<uint32_t, api::DeviceUsage *> by_device;
 	auto usage = [&](uint32_t d) {
 		auto &u = by_device[d];
@@ -288,23 +285,31 @@ void Tenant::fill_info(api::TenantInfo *info) const
 		}
 		return u;
 	};
-	for (const auto &[device, allocs] : memory_->device_allocations())
+	for (const auto &[device, allocs] : m.device_allocations())
 		if (!allocs.empty())
-			usage(device)->set_memory_bytes(memory_->device_bytes(device));
-	if (kmd_)
-		for (uint32_t d = 0; d < chips_.size(); ++d)
-			if (const uint64_t bytes = kmd_->device_bytes(d))
-				usage(d)->set_memory_bytes(bytes);
+			usage(device)->set_memory_bytes(m.device_bytes(device));
 	for (const auto &[id, q] : queues_) {
 		api::DeviceUsage *u = usage(q->device());
 		u->set_commands_completed(u->commands_completed() + q->completed());
-		if (q->kind() == chip::QueueKind::Core) {
+		if (q->kind() == QueueKind::Core) {
 			bool seen = false;
 			for (uint32_t c : u->cores())
 				seen |= c == q->core();
 			if (!seen)
 				u->add_cores(q->core());
 		}
+	}
+	lock.unlock();
+	for (uint32_t d = 0; d < devices_.device_count(); ++d) {
+		if (!by_device.count(d))
+			continue;
+		std::optional<uint64_t> mask = ctx_->enforced_core_mask(d);
+		if (!mask) { // the scheduler's rule alone: the cores its pool may use
+			mask = 0;
+			for (uint32_t c = 0; c < devices_.core_count(d); ++c)
+				*mask |= uint64_t(devices_.cores(d).allows(c, pool())) << c;
+		}
+		usage(d)->set_physical_core_mask(*mask);
 	}
 }
 

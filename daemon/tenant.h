@@ -1,14 +1,14 @@
 // One connected client. Owned by its Session on the control thread; the parts that
-// engines read (memory, queue directory, queues) are shared_ptrs with their own locks.
+// engines read (its backend context with its memory, queue directory, queues) are
+// shared_ptrs with their own locks. It sees the devices only through the backend
+// interface (runtime/backend/device_backend.h): whichever backend runs, the same code.
 #pragma once
 
-#include "chip_set.h"
-#include "kmd_tenant.h"
+#include <backend/device_backend.h>
+#include <backend/queue.h>
+#include <sched/logical_core.h>
 
 #include <neuron.pb.h>
-#include <logical_core.h>
-#include <queue.h>
-#include <tenant_memory.h>
 
 #include <cstdint>
 #include <map>
@@ -26,7 +26,9 @@ struct Peer {
 
 class Tenant {
 public:
-	Tenant(uint64_t id, Peer peer, ChipSet &chips);
+	// A backend that cannot give it a context (the driver refused to open a file
+	// for it) leaves every device request failing with the reason.
+	Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices);
 	~Tenant();
 
 	uint64_t id() const { return id_; }
@@ -44,7 +46,7 @@ public:
 	// It created a core queue at some point: its exit may leave its pool without work.
 	bool used_cores = false;
 
-	chip::Pool pool() const { return kind == api::TENANT_KIND_INFERENCE ? chip::Pool::Inference : chip::Pool::Training; }
+	sched::Pool pool() const { return kind == api::TENANT_KIND_INFERENCE ? sched::Pool::Inference : sched::Pool::Training; }
 	// Commands published and not completed, over its core queues on `device`.
 	uint64_t queue_depth(uint32_t device) const;
 	// Recent command latency percentiles over all its logical cores (control thread:
@@ -54,11 +56,11 @@ public:
 
 	// Control-plane operations; each returns an empty string or the error text.
 	std::string alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address, api::ErrorCode *code);
-	std::string free(uint32_t device, uint64_t address);
-	std::string register_host(int fd, uint64_t size, uint32_t *handle);
-	std::string unregister_host(uint32_t handle);
+	std::string free(uint32_t device, uint64_t address, api::ErrorCode *code);
+	std::string register_host(int fd, uint64_t size, uint32_t *handle, api::ErrorCode *code);
+	std::string unregister_host(uint32_t handle, api::ErrorCode *code);
 	std::string create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
-				 std::shared_ptr<chip::Queue> *out);
+				 std::shared_ptr<backend::Queue> *out);
 	std::string destroy_queue(uint64_t id);
 
 	// Everything the tenant holds goes back: queues stop, memory is zeroed and freed.
@@ -67,25 +69,26 @@ public:
 	void fill_info(api::TenantInfo *info) const;
 
 private:
-	void unmap_host(const chip::HostBuffer &b);
+	// "" or the API code and message of a backend's refusal.
+	std::string refused(const backend::Result &r, api::ErrorCode *code) const;
+	// "" or why this tenant has no backend context.
+	std::string unready(api::ErrorCode *code) const;
 
 	uint64_t id_;
 	Peer peer_;
-	ChipSet &chips_;
-	std::shared_ptr<chip::TenantMemory> memory_ = std::make_shared<chip::TenantMemory>();
-	std::shared_ptr<chip::QueueDirectory> directory_ = std::make_shared<chip::QueueDirectory>();
-	std::map<uint64_t, std::shared_ptr<chip::Queue>> queues_;
+	backend::DeviceBackend &devices_;
+	std::shared_ptr<backend::TenantContext> ctx_; // null if the backend refused (ctx_error_)
+	std::string ctx_error_;
+	std::shared_ptr<backend::QueueDirectory> directory_ = std::make_shared<backend::QueueDirectory>();
+	std::map<uint64_t, std::shared_ptr<backend::Queue>> queues_;
 	// The logical core each queue belongs to (core queues: its device's NeuronCore
 	// scheduler; DMA queues: the device's DMA scheduler).
-	std::map<uint64_t, std::shared_ptr<chip::LogicalCore>> queue_core_;
+	std::map<uint64_t, std::shared_ptr<sched::LogicalCore>> queue_core_;
 	// Latency window: cumulative histograms at the last roll, per logical core.
-	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_base_;
-	std::map<const chip::LogicalCore *, chip::LatencyHistogram::Counts> window_prev_;
+	std::map<const sched::LogicalCore *, sched::LatencyHistogram::Counts> window_base_;
+	std::map<const sched::LogicalCore *, sched::LatencyHistogram::Counts> window_prev_;
 	uint32_t next_host_handle_ = 1;
 	bool released_ = false;
-	// The kmd backend's side of this tenant (null on emu): its driver contexts,
-	// BOs and ring pumps. The queues above are still its rings.
-	std::unique_ptr<KmdTenant> kmd_;
 };
 
 // Queue ids are unique across the daemon's life, so a stale id never names a new queue.

@@ -6,8 +6,6 @@ Device::Device(uint32_t index, Profile profile)
 	: index_(index), profile_(std::move(profile)), hbm_(profile_.hbm_bytes),
 	  allocator_(kDeviceAddressBase, profile_.hbm_bytes)
 {
-	for (uint32_t c = 0; c < profile_.cores; ++c)
-		core_counters_.push_back(std::make_unique<CoreCounters>());
 }
 
 std::optional<uint64_t> Device::allocate(uint64_t size, uint64_t alignment, std::string *why)

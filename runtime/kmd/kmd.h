@@ -175,6 +175,9 @@ public:
 	// the core mask.
 	Fence compute(uint32_t core, std::span<const neuron_cmd> cmds, std::span<const JobBo> bos,
 		      std::span<const Fence> waits = {});
+	// The same with a payload of neurond's tile-job format (tile_job.h).
+	Fence compute(uint32_t core, std::span<const std::byte> payload, std::span<const JobBo> bos,
+		      std::span<const Fence> waits = {});
 
 	// Waits until the job behind `f` finished. Returns 0 if it succeeded,
 	// -ETIME when the deadline passed first, or the job's -errno (ENODEV no
@@ -195,7 +198,7 @@ public:
 private:
 	friend class KmdDevice;
 	KmdContext(KmdDevice &dev, int fd, std::string name);
-	Fence submit(uint32_t type, uint32_t index, std::span<const neuron_cmd> cmds,
+	Fence submit(uint32_t type, uint32_t index, std::span<const std::byte> payload,
 		     std::span<const DmaCopy> copies, std::span<const JobBo> bos, std::span<const Fence> waits);
 	int reap(uint32_t syncobj, uint64_t point);
 

@@ -395,10 +395,16 @@ Fence KmdContext::dma(uint32_t q, std::span<const DmaCopy> copies, std::span<con
 Fence KmdContext::compute(uint32_t core, std::span<const neuron_cmd> cmds, std::span<const JobBo> bos,
 			  std::span<const Fence> waits)
 {
-	return submit(DRM_NEURON_QUEUE_CORE, core, cmds, {}, bos, waits);
+	return submit(DRM_NEURON_QUEUE_CORE, core, std::as_bytes(cmds), {}, bos, waits);
 }
 
-Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const neuron_cmd> cmds,
+Fence KmdContext::compute(uint32_t core, std::span<const std::byte> payload, std::span<const JobBo> bos,
+			  std::span<const Fence> waits)
+{
+	return submit(DRM_NEURON_QUEUE_CORE, core, payload, {}, bos, waits);
+}
+
+Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const std::byte> payload,
 			 std::span<const DmaCopy> copies, std::span<const JobBo> jbos, std::span<const Fence> waits)
 {
 	const bool is_dma = type == DRM_NEURON_QUEUE_DMA;
@@ -462,8 +468,8 @@ Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const neuron_c
 		s.copy_count = static_cast<uint32_t>(dc.size());
 		s.copy_stride = sizeof(drm_neuron_dma_copy);
 	} else {
-		s.cmd = reinterpret_cast<uintptr_t>(cmds.data());
-		s.cmd_size = static_cast<uint32_t>(cmds.size_bytes());
+		s.cmd = reinterpret_cast<uintptr_t>(payload.data());
+		s.cmd_size = static_cast<uint32_t>(payload.size());
 	}
 	if (drmIoctl(fd_, DRM_IOCTL_NEURON_SUBMIT, &s)) {
 		int err = errno;

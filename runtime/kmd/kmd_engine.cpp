@@ -1,17 +1,21 @@
 // The compute engine: attach, map HBM, fetch jobs, check and execute their
 // commands with the op kernels, complete them.
 //
-// A job's payload is an array of struct neuron_cmd (<neuron/cmd.h>). The kernel
-// hands it over as a private copy together with the job's BO list (HBM address,
-// size, declared access). Every command must pass kernels::check_semantics, and
-// every byte an operand can reach must lie inside one device BO of the job's
-// list that the job declared readable (inputs) or writable (the output): that
-// is the only memory of the submitting file the engine may touch. The output
-// must not overlap an input except exactly in place for elementwise ops, nor
-// itself. All commands are checked before the first one runs, so a bad job
-// changes nothing.
+// A job's payload is a tile job or an array of struct neuron_cmd (tile_job.h). The
+// kernel hands it over as a private copy together with the job's BO list (HBM
+// address, size, declared access). Every command goes through the gate
+// (gate/admit.h) against that list: every byte an operand can reach must lie
+// inside one device BO the job declared readable (inputs) or writable (outputs),
+// the only memory of the submitting file the engine may touch; a tile job's
+// chain-state region likewise, writable. All commands are checked before the
+// first one runs, so a bad job changes nothing.
 #include "kmd.h"
+#include "tile_job.h"
 
+#include <gate/admit.h>
+#include <sched/chain_partials.h>
+
+#include <gemm_packs.h>
 #include <geometry.h>
 #include <kernels.h>
 
@@ -31,86 +35,110 @@ namespace neuron::kmd {
 
 namespace {
 
-using kernels::byte_extent;
-using kernels::command_work;
-using kernels::kMaxCommandWork;
-using kernels::kMaxElementsPerOperand;
-using kernels::numel;
+// The memory a job may touch, as the gate asks it: the job's device BOs, in the
+// tenant's address space (kernel HBM address + address_base), mapped here.
+class JobBoSpace final : public gate::MemorySpace {
+public:
+	JobBoSpace(std::span<const EngineBo> bos, std::byte *hbm, uint64_t hbm_size, uint64_t base)
+		: bos_(bos), hbm_(hbm), hbm_size_(hbm_size), base_(base)
+	{
+	}
 
-std::string hex(uint64_t v)
-{
-	char buf[32];
-	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-	return buf;
-}
-
-using Views = std::array<kernels::View, NEURON_MAX_OPERANDS>;
-
-// Resolves one command's operands to views into the mapped HBM.
-std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, std::span<const EngineBo> bos, std::byte *hbm,
-				      uint64_t hbm_size, uint64_t base, Views &views)
-{
-	auto fault = [](uint32_t code, std::string m) { return kernels::Fault{code, std::move(m)}; };
-	const int n = cmd.num_operands;
-	if (cmd.wait.queue_id != 0 || cmd.wait.value != 0)
-		return fault(NEURON_FAULT_BAD_WAIT, "wait.queue_id/value must be 0 on the kmd backend: order jobs "
-						    "with syncobjs (the job's in-fences)");
-	for (int k = 0; k < n; ++k)
-		if (numel(cmd.operands[k]) > kMaxElementsPerOperand)
-			return fault(NEURON_FAULT_BAD_OPERAND,
-				     "operand " + std::to_string(k) + " has more than 2^32 elements; split the work");
-	if (command_work(cmd) > kMaxCommandWork)
-		return fault(NEURON_FAULT_BAD_OPERAND, "command needs more than 2^37 element operations; split it");
-
-	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{}; // HBM offset, length
-	const int written = kernels::written_operands(cmd.opcode); // operands [0, written) are outputs
-	for (int k = 0; k < n; ++k) {
-		const neuron_tensor_desc &d = cmd.operands[k];
-		const bool out = k < written;
-		const std::string who = "operand " + std::to_string(k) + (out ? " (output)" : " (input)");
-		if (d.mem_space != NEURON_MEM_DEVICE || d.host_buffer != 0)
-			return fault(NEURON_FAULT_BAD_OPERAND,
-				     who + ": compute jobs name device memory only (mem_space 0, host_buffer 0)");
-		const auto extent = byte_extent(d);
-		if (!extent)
-			return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": sizes and strides reach past 2^62 bytes");
-		kernels::View &v = views[k];
-		v.data = nullptr;
-		v.dtype = static_cast<neuron_dtype>(d.dtype);
-		v.ndim = d.ndim;
-		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
-		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
-		if (*extent == 0)
-			continue;
-		if (d.addr < base)
-			return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": address " + hex(d.addr) +
-									 " is below the device address base " + hex(base));
-		const uint64_t a = d.addr - base;
-		const uint32_t need = out ? DRM_NEURON_BO_ACCESS_WRITE : DRM_NEURON_BO_ACCESS_READ;
-		bool inside = false, access = false;
-		for (const EngineBo &b : bos) {
-			if (!(b.bo_flags & DRM_NEURON_BO_DEVICE) || b.device_addr > hbm_size ||
-			    b.size > hbm_size - b.device_addr)
-				continue;
-			if (a >= b.device_addr && *extent <= b.size && a - b.device_addr <= b.size - *extent) {
+	bool place_device(uint64_t address, uint64_t bytes, bool write, gate::Placement *out,
+			  std::string *why) const override
+	{
+		const uint32_t need = write ? DRM_NEURON_BO_ACCESS_WRITE : DRM_NEURON_BO_ACCESS_READ;
+		bool inside = false;
+		if (address >= base_) {
+			const uint64_t a = address - base_;
+			for (const EngineBo &b : bos_) {
+				if (!(b.bo_flags & DRM_NEURON_BO_DEVICE) || b.device_addr > hbm_size_ ||
+				    b.size > hbm_size_ - b.device_addr)
+					continue;
+				if (a < b.device_addr || bytes > b.size || a - b.device_addr > b.size - bytes)
+					continue;
 				inside = true;
 				if (b.access & need) {
-					access = true;
-					break;
+					out->data = hbm_ + a;
+					out->key = address;
+					return true;
 				}
 			}
 		}
-		if (!inside)
-			return fault(NEURON_FAULT_OUT_OF_BOUNDS,
-				     who + ": bytes [" + hex(d.addr) + ", +" + std::to_string(*extent) +
-					     ") are not inside one device BO of the job's BO list");
-		if (!access)
-			return fault(NEURON_FAULT_OUT_OF_BOUNDS,
-				     who + ": the job declared its BO without " + (out ? "WRITE" : "READ") + " access");
-		v.data = hbm + a;
-		ranges[k] = {a, *extent};
+		*why = inside ? std::string("the job declared its BO without ") + (write ? "WRITE" : "READ") + " access"
+			      : "bytes [" + gate::hex(address) + ", +" + std::to_string(bytes) +
+					") are not inside one device BO of the job's BO list";
+		return false;
 	}
-	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
+
+	bool place_host(uint32_t, uint64_t, uint64_t, bool, gate::Placement *, std::string *why) const override
+	{
+		*why = "compute jobs name device memory only"; // unreachable: the gate refuses host memory first
+		return false;
+	}
+
+private:
+	std::span<const EngineBo> bos_;
+	std::byte *hbm_;
+	uint64_t hbm_size_;
+	uint64_t base_;
+};
+
+// One entry checked: its whole command resolved, its plan, its chain state.
+struct CheckedEntry {
+	gate::Operands ops;
+	sched::TilePlan plan;
+	std::byte *state = nullptr;
+};
+
+std::optional<kernels::Fault> check_entry(const TileJobEntry &e, const JobBoSpace &space, CheckedEntry *out)
+{
+	if (auto f = gate::check_command(e.cmd))
+		return f;
+	if (e.cmd.wait.queue_id != 0 || e.cmd.wait.value != 0)
+		return kernels::Fault{NEURON_FAULT_BAD_WAIT, "wait.queue_id/value must be 0 in a driver job: cross-queue "
+							     "order is the scheduler's (or the job's in-fences)"};
+	if (auto f = gate::resolve(e.cmd, false, space, &out->ops))
+		return f;
+	if (e.flags & ~kChainPartials)
+		return kernels::Fault{NEURON_FAULT_BAD_OPERAND, "tile job entry flags " + gate::hex(e.flags) + " are unknown"};
+	if (e.tile == kWholeCommand)
+		return std::nullopt;
+	out->plan = sched::plan_tiles(e.cmd, e.budget(), 1);
+	if (e.tile >= out->plan.tiles)
+		return kernels::Fault{NEURON_FAULT_BAD_OPERAND, "tile " + std::to_string(e.tile) + " of a command planned in " +
+									std::to_string(out->plan.tiles) + " tiles"};
+	const uint64_t need = sched::chain_state_bytes(e.cmd, out->plan);
+	if (need == 0)
+		return std::nullopt;
+	const uint64_t chains = out->plan.tiles / sched::chain_length(out->plan);
+	if (e.state_slot_bytes < need || e.state_chains < chains || e.state_slot_bytes > (1ull << 40) ||
+	    e.state_chains > (1ull << 32))
+		return kernels::Fault{NEURON_FAULT_BAD_OPERAND, "chain state of " + std::to_string(e.state_chains) + " x " +
+									std::to_string(e.state_slot_bytes) +
+									" bytes, the plan needs " + std::to_string(chains) +
+									" x " + std::to_string(need)};
+	gate::Placement p;
+	std::string why;
+	if (!space.place_device(e.state_address, e.state_slot_bytes * e.state_chains, true, &p, &why))
+		return kernels::Fault{NEURON_FAULT_OUT_OF_BOUNDS, "chain state: " + why};
+	out->state = p.data;
+	return std::nullopt;
+}
+
+std::optional<kernels::Fault> run_entry(const TileJobEntry &e, const CheckedEntry &c, int threads,
+					kernels::GemmPacks *packs)
+{
+	if (e.cmd.opcode == NEURON_OP_NOP)
+		return std::nullopt;
+	if (e.tile == kWholeCommand)
+		return kernels::execute(e.cmd, std::span(c.ops.views.data(), e.cmd.num_operands), threads);
+	const uint64_t chains = c.plan.tiles / sched::chain_length(c.plan);
+	sched::ChainPartials partials(c.state, e.state_slot_bytes, chains);
+	neuron_cmd tile = e.cmd;
+	sched::OperandViews views = c.ops.views;
+	sched::narrow_to_tile(c.plan, e.tile, tile, views);
+	return sched::execute_tile(partials, c.plan, e.tile, tile, views, threads, packs);
 }
 
 } // namespace
@@ -231,28 +259,34 @@ int KmdEngine::run_job(std::span<const std::byte> payload, std::span<const Engin
 		}
 		return -fault_to_errno(f.code);
 	};
-	if (payload.empty() || payload.size() % sizeof(neuron_cmd))
-		return fail(0, 0,
-			    {NEURON_FAULT_BAD_OPERAND, "job payload of " + std::to_string(payload.size()) +
-							       " bytes is not a whole number of " +
-							       std::to_string(sizeof(neuron_cmd)) + "-byte commands"});
-	const size_t n = payload.size() / sizeof(neuron_cmd);
-	std::vector<neuron_cmd> cmds(n);
-	std::memcpy(cmds.data(), payload.data(), payload.size());
-	std::vector<Views> views(n);
-	for (size_t i = 0; i < n; ++i) {
-		if (auto f = kernels::check_semantics(cmds[i]))
-			return fail(static_cast<uint32_t>(i), cmds[i].user_tag, std::move(*f));
-		if (auto f = resolve(cmds[i], bos, hbm_, hbm_size_, opt_.address_base, views[i]))
-			return fail(static_cast<uint32_t>(i), cmds[i].user_tag, std::move(*f));
+	TileJobHeader header;
+	std::vector<TileJobEntry> entries;
+	std::string why;
+	if (!read_tile_job(payload, &header, &entries, &why))
+		return fail(0, 0, {NEURON_FAULT_BAD_OPERAND, why});
+	const JobBoSpace space(bos, hbm_, hbm_size_, opt_.address_base);
+	std::vector<CheckedEntry> checked(entries.size());
+	for (size_t i = 0; i < entries.size(); ++i)
+		if (auto f = check_entry(entries[i], space, &checked[i]))
+			return fail(static_cast<uint32_t>(i), entries[i].cmd.user_tag, std::move(*f));
+	const int threads = std::max(1, std::min<int>(opt_.threads_per_job, static_cast<int>(header.threads)));
+	// The tiles of one job are of different chains (or different commands): they
+	// run side by side, one per thread, and share the job's packed operand blocks.
+	kernels::GemmPacks packs;
+	std::vector<std::optional<kernels::Fault>> faults(entries.size());
+	const int n = static_cast<int>(entries.size());
+	const bool tiles = n > 1 && entries[0].tile != kWholeCommand;
+	if (tiles && threads > 1) {
+#pragma omp parallel for num_threads(std::min(threads, n)) schedule(dynamic, 1)
+		for (int i = 0; i < n; ++i)
+			faults[i] = run_entry(entries[i], checked[i], 1, &packs);
+	} else {
+		for (int i = 0; i < n && !(i > 0 && faults[i - 1]); ++i)
+			faults[i] = run_entry(entries[i], checked[i], tiles ? 1 : threads, &packs);
 	}
-	for (size_t i = 0; i < n; ++i) {
-		if (cmds[i].opcode == NEURON_OP_NOP)
-			continue;
-		std::span<const kernels::View> v(views[i].data(), cmds[i].num_operands);
-		if (auto f = kernels::execute(cmds[i], v, std::max(1, opt_.threads_per_job)))
-			return fail(static_cast<uint32_t>(i), cmds[i].user_tag, std::move(*f));
-	}
+	for (int i = 0; i < n; ++i)
+		if (faults[i])
+			return fail(static_cast<uint32_t>(i), entries[i].cmd.user_tag, std::move(*faults[i]));
 	return 0;
 }
 
@@ -327,7 +361,7 @@ void KmdEngine::worker(int index, uint64_t mask)
 		{
 			std::lock_guard lock(mutex_);
 			stats_.jobs++;
-			stats_.commands += f.cmd_size / sizeof(neuron_cmd);
+			stats_.commands += f.cmd_size / sizeof(neuron_cmd); // tiles count about one each
 			stats_.failed += status != 0;
 			stats_.late += late;
 		}

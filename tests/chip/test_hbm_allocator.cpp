@@ -1,5 +1,5 @@
 // HBM allocator edge cases, checked against a shadow model of which bytes are used.
-#include <hbm_allocator.h>
+#include <chip/hbm_allocator.h>
 
 #include <criterion/criterion.h>
 

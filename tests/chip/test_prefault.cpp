@@ -2,7 +2,7 @@
 // exactly once and never straddle the two ranges; tiny and null ranges are
 // skipped; a chunk's steps back only the pages that are not backed yet, at most
 // kStepPages each, and never change a byte.
-#include <prefault.h>
+#include <chip/prefault.h>
 
 #include <criterion/criterion.h>
 #include <sys/mman.h>

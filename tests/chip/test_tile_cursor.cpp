@@ -1,7 +1,7 @@
 // TileCursor: chains are handed out whole, parked chains resume where they stopped,
 // and with several threads claiming, running and parking at random, every tile runs
 // exactly once and each chain's tiles run in order, never on two threads at once.
-#include <tile_cursor.h>
+#include <sched/tile_cursor.h>
 
 #include <criterion/criterion.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-using neuron::chip::TileCursor;
+using neuron::sched::TileCursor;
 
 Test(tile_cursor, chains_are_claimed_once_and_parked_chains_resume_first)
 {

@@ -1,5 +1,7 @@
 #include "neurond_process.h"
 
+#include "kmd_module.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +100,8 @@ bool NeurondProcess::spawn(std::string *error)
 		*error = "mkdtemp failed";
 		return false;
 	}
+	if (!match_kmd_module(settings_, error))
+		return false;
 	// Everything the child needs is prepared before fork (only async-signal-safe
 	// calls between fork and exec).
 	std::vector<std::string> args = {binary, "--socket", socket_path_};

@@ -23,9 +23,15 @@ set -uo pipefail
 # shellcheck source=qemu-boot.sh
 . "$(dirname "${BASH_SOURCE[0]}")/qemu-boot.sh"
 suite_args daemon "$@"
+# The daemon and sharing suites take minutes under TCG: a limit of their own.
+QEMU_TIMEOUT=${NEURON_DAEMON_SUITE_TIMEOUT:-1200}
 
-# The suites that run in the guest (tests/daemon/meson.build's names).
-SUITES=${NEURON_DAEMON_SUITES:-"e2e-ops isolation malformed-control malformed-ring lifecycle kill9 kmd-backend"}
+# The suites that run in the guest: tests/daemon's and tests/sharing's Criterion
+# suites (their meson.build names, as dir/test-<dir>-<name> binaries).
+SUITES=${NEURON_DAEMON_SUITES:-"daemon/e2e-ops daemon/isolation daemon/malformed-control daemon/malformed-ring
+	daemon/lifecycle daemon/kill9 daemon/kmd-backend sharing/lend-reclaim sharing/preemption sharing/tenant-exit
+	sharing/auto-policy sharing/admin sharing/weight sharing/tiling sharing/physical-cores"}
+suite_bin() { echo "tests/${1%%/*}/test-${1%%/*}-${1#*/}"; }
 
 # --- 1. binaries -------------------------------------------------------------------
 BUILD=${NEURON_BUILD_DIR:-$ROOT/build}
@@ -35,7 +41,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 		{ tail -20 "$SUITE_WORK/meson-setup.log"; result_fail daemon_build "meson setup $BUILD failed"; exit 0; }
 fi
 targets=(daemon/neurond)
-for s in $SUITES; do targets+=("tests/daemon/test-daemon-$s"); done
+for s in $SUITES; do targets+=("$(suite_bin "$s")"); done
 say "building ${targets[*]} in $BUILD (-j2)"
 t0=$(date +%s)
 if ! ninja -C "$BUILD" -j2 "${targets[@]}" >"$SUITE_WORK/build.log" 2>&1; then
@@ -57,7 +63,7 @@ put() {
 	cp -L "$f" "$IRD$1"
 }
 bins=("$BUILD/daemon/neurond")
-for s in $SUITES; do bins+=("$BUILD/tests/daemon/test-daemon-$s"); done
+for s in $SUITES; do bins+=("$BUILD/$(suite_bin "$s")"); done
 libs=$(for b in "${bins[@]}"; do ldd "$b"; done | awk '/=> \//{print $3} /^\t\/lib/{print $1}' | sort -u)
 for f in "${bins[@]}" $libs; do put "$f"; done
 # The loader the binaries name (PT_INTERP), and ldconfig's search path.
@@ -74,11 +80,11 @@ WRAP
 chmod +x "$IRD/bin/neurond-kmd"
 {
 	echo "BUILD=$BUILD"
-	echo "SUITES=\"$SUITES\""
+	echo "SUITES=\"$(echo $SUITES)\""
 } >"$IRD/daemon-suite.env"
 cp "$HERE/guest-init-daemon.sh" "$IRD/init"
 chmod +x "$IRD/init"
-for a in chmod rmmod mktemp rm date env id kill ps; do ln -sf busybox "$IRD/bin/$a"; done
+for a in chmod rmmod insmod mktemp rm date env id kill ps; do ln -sf busybox "$IRD/bin/$a"; done
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$SUITE_WORK/initramfs.gz"
 say "initramfs $(du -h "$SUITE_WORK/initramfs.gz" | cut -f1)"
 

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # /init of the daemon boot of the QEMU suite (tests/driver/daemon-suite.sh):
-# loads the DRM modules and neuron.ko (2 trn2 devices of 2 cores and 256 MiB,
-# what the daemon suites' neurond settings ask for), runs each tests/daemon
-# Criterion suite with NEURON_DAEMON = neurond --backend kmd, prints a PASS/FAIL
-# line per test (from Criterion's TAP report), and powers off.
+# loads the DRM modules and neuron.ko, runs each tests/daemon and tests/sharing
+# Criterion suite with NEURON_DAEMON = neurond --backend kmd (the suites reload
+# the module to the device settings each test gives neurond:
+# tests/common/kmd_module.h), prints a PASS/FAIL line per test (from Criterion's
+# TAP report), and powers off.
 export PATH=/bin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -28,6 +29,8 @@ echo "=== NEURON DAEMON SUITE BEGIN"
 # the pump's job budget is sized for the default 2 s on real cores.
 if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20000; then
 	export NEURON_DAEMON=/bin/neurond-kmd
+	export NEURON_TEST_KMD_MODULE=/lib/modules/neuron.ko
+	export NEURON_TEST_KMD_MODULE_ARGS="job_timeout_ms=20000"
 	# kill9's reclaim bound (100 ms at host speed) scaled for TCG: a command
 	# running when the tenant dies runs many times slower here.
 	export NEURON_TEST_RECLAIM_BOUND_MS=1000
@@ -46,9 +49,11 @@ if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20
 		kill $pid 2>/dev/null
 		wait $pid 2>/dev/null
 	fi
-	for s in $SUITES; do
+	for suite in $SUITES; do
+		dir=${suite%%/*}
+		s=$dir-${suite#*/}
 		t0=$(date +%s)
-		"$BUILD/tests/daemon/test-daemon-$s" --jobs=1 --tap=/tmp/$s.tap >/tmp/$s.out 2>&1
+		"$BUILD/tests/$dir/test-$s" --jobs=1 --tap=/tmp/$s.tap >/tmp/$s.out 2>&1
 		rc=$?
 		# Criterion's TAP: "ok - suite::test  (0.01s)" / "not ok - suite::test ...".
 		# A skip here means neurond was not on the kmd backend: a failure.

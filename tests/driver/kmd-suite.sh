@@ -23,8 +23,15 @@ suite_args kmd "$@"
 mkdir -p "$SUITE_WORK/obj"
 
 # --- 1. static kmd_test ---------------------------------------------------------
-srcs=("$ROOT"/runtime/kernels/*.cpp "$ROOT"/runtime/kmd/*.cpp "$ROOT"/tests/kmd/kmd_test.cpp)
-hdrs=("$ROOT"/runtime/kernels/*.h "$ROOT"/runtime/kmd/*.h "$ROOT"/contracts/include/neuron/*.h
+# The kmd backend and what it builds on (the gate, the scheduler's tiling, the
+# backend interface, the simulated chip's address layout); not backend/select.cpp,
+# which would pull in the emu backend.
+rt=$ROOT/runtime
+srcs=("$rt"/kernels/*.cpp "$rt"/gate/*.cpp "$rt"/sched/*.cpp "$rt"/chip/*.cpp "$rt"/kmd/*.cpp
+      "$rt"/backend/device_backend.cpp "$rt"/backend/queue.cpp "$rt"/backend/tenant_memory.cpp
+      "$ROOT"/tests/kmd/kmd_test.cpp)
+hdrs=("$rt"/kernels/*.h "$rt"/gate/*.h "$rt"/sched/*.h "$rt"/chip/*.h "$rt"/kmd/*.h "$rt"/backend/*.h
+      "$ROOT"/contracts/include/neuron/*.h "$ROOT"/contracts/include/neuron/*.hpp
       "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
 BIN=$SUITE_WORK/kmd_test
 stamp=$(cat "${srcs[@]}" "${hdrs[@]}" "$0" | sha256sum | cut -d' ' -f1)
@@ -35,10 +42,10 @@ if [ ! -x "$BIN" ] || [ "$(cat "$SUITE_WORK/kmd_test.stamp" 2>/dev/null)" != "$s
 	BLAS_A=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 	[ -f "$BLAS_A" ] || BLAS_A=/usr/lib/x86_64-linux-gnu/libopenblas.a
 	CXXFLAGS="-std=c++20 -O2 -g0 -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-		-I$ROOT/contracts/include -I$ROOT/runtime/kernels -I$ROOT/runtime/kmd \
+		-I$ROOT/contracts/include -I$ROOT/runtime -I$ROOT/runtime/kernels -I$ROOT/runtime/kmd \
 		-I$ROOT/driver/include/uapi -I/usr/include/libdrm -I$BLAS_INC"
 	# Objects are cached one by one: an object is rebuilt when its source, any
-	# header or the flags changed. Names carry the directory (kernels_, kmd_).
+	# header or the flags changed. Names carry the directory (kernels_, kmd_, ...).
 	HH=$(cat "${hdrs[@]}" | sha256sum | cut -d' ' -f1)
 	export CXXFLAGS SUITE_WORK HH
 	: >"$SUITE_WORK/build.log"

@@ -1,12 +1,14 @@
-// libFuzzer target: command validation and execution. The input is a ring slot as
-// a hostile tenant could write it. Whatever passes validation (semantic checks,
-// then bounds and overlap against the tenant's allocations) is executed, so a
-// crash or sanitizer report here means validation let a bad command through.
-#include <device.h>
+// libFuzzer target: the command gate (runtime/gate/admit.h) and execution. The
+// input is a ring slot as a hostile tenant could write it. Whatever passes the gate
+// (semantic checks and work limits, then bounds and overlap against the tenant's
+// allocations) is executed, so a crash or sanitizer report here means the gate let
+// a bad command through.
+#include <backend/tenant_memory.h>
+#include <chip/device.h>
+#include <gate/admit.h>
+
 #include <geometry.h>
 #include <kernels.h>
-#include <operands.h>
-#include <tenant_memory.h>
 
 #include <neuron/cmd.h>
 
@@ -23,7 +25,7 @@ namespace {
 
 struct World {
 	chip::Device device{0, chip::Profile{"fuzz", 1, 8u << 20}};
-	chip::TenantMemory memory;
+	backend::TenantMemory memory;
 	uint64_t a = 0, b = 0;
 	std::byte host[65536];
 
@@ -32,9 +34,9 @@ struct World {
 		std::string why;
 		a = *device.allocate(1 << 20, 0, &why);
 		b = *device.allocate(1 << 20, 0, &why);
-		memory.add_device(0, a, 1 << 20);
-		memory.add_device(0, b, 1 << 20);
-		memory.add_host(1, chip::HostBuffer{host, sizeof(host)});
+		memory.add_device(0, a, backend::DeviceAllocation{1 << 20, device.host_address(a), 0, a});
+		memory.add_device(0, b, backend::DeviceAllocation{1 << 20, device.host_address(b), 0, b});
+		memory.add_host(1, backend::HostRegion{sizeof(host), host, {}});
 	}
 };
 
@@ -54,20 +56,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static World world;
 	if (size < 1)
 		return 0;
-	const auto kind = data[0] & 1 ? chip::QueueKind::Dma : chip::QueueKind::Core;
+	const bool dma = data[0] & 1;
 	neuron_cmd cmd;
 	std::memset(&cmd, 0, sizeof(cmd));
 	std::memcpy(&cmd, data + 1, std::min(size - 1, sizeof(cmd)));
 	rebase(cmd, world);
 	static const bool verbose = std::getenv("FUZZ_COMMAND_VERBOSE") != nullptr;
-	if (auto f = kernels::check_semantics(cmd)) {
+	if (auto f = gate::check_command(cmd)) {
 		if (verbose)
 			std::fprintf(stderr, "semantics: %s\n", f->message.c_str());
 		return 0;
 	}
 	std::shared_lock lock(world.memory.mutex);
-	chip::OperandViews views{};
-	if (auto f = chip::resolve_operands(cmd, kind, world.device, world.memory, views)) {
+	gate::Operands ops;
+	if (auto f = gate::resolve(cmd, dma, world.memory.space(0), &ops)) {
 		if (verbose)
 			std::fprintf(stderr, "operands: %s\n", f->message.c_str());
 		return 0;
@@ -76,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	// ones, where the fuzzer spends its time, and skip the rest to keep it fast.
 	if (kernels::command_work(cmd) > (1u << 22))
 		return 0;
-	auto f = kernels::execute(cmd, std::span(views.data(), cmd.num_operands), 1);
+	auto f = kernels::execute(cmd, std::span(ops.views.data(), cmd.num_operands), 1);
 	if (verbose)
 		std::fprintf(stderr, "executed %s: %s\n", kernels::op_name(cmd.opcode), f ? f->message.c_str() : "ok");
 	return 0;

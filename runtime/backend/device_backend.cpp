@@ -1,0 +1,62 @@
+#include "device_backend.h"
+
+#include <sched/tile_runner.h>
+
+namespace neuron::backend {
+
+void DeviceBackend::add_device(uint32_t cores)
+{
+	const auto d = static_cast<uint32_t>(slots_.size());
+	Slot s;
+	s.cores = cores;
+	s.cores_sched = std::make_unique<sched::CoreScheduler>(d, cores, true);
+	s.cores_sched->on_switched = [this, d](uint32_t core) { switched(d, core); };
+	s.dma_sched = std::make_unique<sched::CoreScheduler>(d, 1, false);
+	for (uint32_t c = 0; c < cores; ++c)
+		s.counters.push_back(std::make_unique<sched::CoreCounters>());
+	s.dma_counters = std::make_unique<sched::CoreCounters>();
+	slots_.push_back(std::move(s));
+}
+
+void DeviceBackend::switched(uint32_t device, uint32_t core)
+{
+	if (on_switched)
+		on_switched(device, core);
+}
+
+void DeviceBackend::start()
+{
+	if (started_)
+		return;
+	started_ = true;
+	sched::EngineOptions options;
+	options.threads = settings_.threads;
+	options.spin_ns = settings_.spin_ns;
+	options.tile_budget = settings_.tile_budget;
+	options.on_fault = [this](const Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
+		if (on_fault)
+			on_fault(q, code, seq, reason);
+	};
+	sched::EngineOptions dma_options = options;
+	dma_options.tiling = false; // copies are not shared by priority; keep them whole and fast
+	dma_options.dma = true;
+	for (uint32_t d = 0; d < slots_.size(); ++d) {
+		Slot &s = slots_[d];
+		const std::string dev = "nd" + std::to_string(d);
+		for (uint32_t c = 0; c < s.cores; ++c)
+			s.engines.push_back(std::make_unique<sched::Engine>(*s.cores_sched, c, dev + "/nc" + std::to_string(c),
+									   *s.counters[c], make_runner(d, static_cast<int>(c)),
+									   options));
+		s.engines.push_back(std::make_unique<sched::Engine>(*s.dma_sched, 0, dev + "/dma", *s.dma_counters,
+								   make_runner(d, -1), dma_options));
+	}
+}
+
+void DeviceBackend::stop()
+{
+	for (auto &s : slots_)
+		for (auto &e : s.engines)
+			e->stop();
+}
+
+} // namespace neuron::backend

@@ -1,0 +1,113 @@
+// The one device-backend interface (DESIGN.md section 1): what neurond needs of
+// the devices, whichever kind they are. Two implementations:
+//  - emu (runtime/emu): the simulated chip in this process;
+//  - kmd (runtime/kmd): /dev/accel/accelN of driver neuron, neurond attached as
+//    the devices' compute engine.
+// Both run the same scheduling (runtime/sched): per device a CoreScheduler for the
+// NeuronCores (pools, logical cores) and one for the DMA engine, an Engine thread per
+// physical core and one for DMA, each with the backend's TileRunner. What differs
+// is only where tiles run (the runner), how memory is allocated and where it lies
+// (the TenantContext), and how a device is described.
+//
+// Ownership and threads: neurond creates one backend at start (select.h) and
+// destroys it at exit. Construction builds the devices; start() starts the engines
+// once the daemon has set each core's pools and the hooks; everything else is
+// called on the control thread, except the hooks, which engines call.
+#pragma once
+
+#include "tenant_context.h"
+
+#include <sched/core_scheduler.h>
+#include <sched/counters.h>
+#include <sched/engine.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace neuron::backend {
+
+// One device as ListDevices, neuron-ls and the metrics describe it.
+struct DeviceInfo {
+	uint32_t index = 0;
+	std::string profile;           // trn1, trn2, trn3
+	uint32_t cores = 0;
+	uint64_t hbm_bytes = 0;
+	uint64_t hbm_used_bytes = 0;
+	uint64_t hbm_largest_free_bytes = 0;
+	std::string pci_bdf = "sim";
+	int32_t numa_node = -1;
+	std::string node;              // what the backend drives ("in-process", "/dev/accel/accel0")
+	uint64_t resets = 0;           // core resets since start (driver watchdog; 0 on emu)
+};
+
+// How the engines run: the daemon's settings (flags and config file).
+struct EngineSettings {
+	int threads = 1;          // host threads one command may use
+	uint64_t spin_ns = 50000; // engines poll this long after work before they sleep
+	sched::TileBudget tile_budget;
+};
+
+class DeviceBackend {
+public:
+	virtual ~DeviceBackend() = default;
+	DeviceBackend(const DeviceBackend &) = delete;
+	DeviceBackend &operator=(const DeviceBackend &) = delete;
+
+	virtual const char *name() const = 0; // "emu" or "kmd"
+	uint32_t device_count() const { return static_cast<uint32_t>(slots_.size()); }
+	uint32_t core_count(uint32_t device) const { return slots_.at(device).cores; }
+	virtual DeviceInfo describe(uint32_t device) const = 0;
+
+	// Scheduling state of a device's NeuronCores (pooled) and of its DMA engine.
+	sched::CoreScheduler &cores(uint32_t device) { return *slots_.at(device).cores_sched; }
+	sched::CoreScheduler &dma(uint32_t device) { return *slots_.at(device).dma_sched; }
+	const sched::CoreCounters &core_counters(uint32_t device, uint32_t core) const
+	{
+		return *slots_.at(device).counters.at(core);
+	}
+	const sched::CoreCounters &dma_counters(uint32_t device) const { return *slots_.at(device).dma_counters; }
+
+	// A new tenant's context. Throws std::runtime_error with the reason it cannot
+	// have one (e.g. the driver refused to open a file for it).
+	virtual std::shared_ptr<TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) = 0;
+
+	// Engine threads call these; set them before start().
+	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
+	// A switch asked for with CoreScheduler::request_switch is complete.
+	std::function<void(uint32_t device, uint32_t core)> on_switched;
+
+	// Starts every engine. Once.
+	void start();
+	// Stops every engine (joins them). Idempotent; the destructor calls it.
+	virtual void stop();
+
+protected:
+	explicit DeviceBackend(EngineSettings settings) : settings_(std::move(settings)) {}
+	// A device with `cores` NeuronCores: its schedulers and counters.
+	void add_device(uint32_t cores);
+	// The runner of physical core `core` of `device` (core < 0: its DMA engine).
+	virtual std::unique_ptr<sched::TileRunner> make_runner(uint32_t device, int core) = 0;
+	// A switch completed (engine thread): the backend's own bookkeeping first (kmd:
+	// the kernel's core masks), then the daemon's hook.
+	virtual void switched(uint32_t device, uint32_t core);
+
+	EngineSettings settings_;
+
+private:
+	struct Slot {
+		uint32_t cores = 0;
+		std::unique_ptr<sched::CoreScheduler> cores_sched;
+		std::unique_ptr<sched::CoreScheduler> dma_sched;
+		std::vector<std::unique_ptr<sched::CoreCounters>> counters;
+		std::unique_ptr<sched::CoreCounters> dma_counters;
+		std::vector<std::unique_ptr<sched::Engine>> engines; // cores, then DMA last
+	};
+	std::vector<Slot> slots_;
+	bool started_ = false;
+};
+
+} // namespace neuron::backend

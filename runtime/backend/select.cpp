@@ -1,0 +1,65 @@
+#include "select.h"
+
+#include <chip/profile.h>
+#include <emu/emu_backend.h>
+#include <kmd/kmd_backend.h>
+
+#include <stdexcept>
+
+namespace neuron::backend {
+
+namespace {
+
+std::string join(const std::vector<std::string> &v)
+{
+	std::string out;
+	for (const auto &s : v)
+		out += (out.empty() ? "" : "; ") + s;
+	return out;
+}
+
+std::unique_ptr<DeviceBackend> make_emu(const BackendOptions &o)
+{
+	auto profile = chip::find_profile(o.profile);
+	if (!profile)
+		throw std::runtime_error("unknown profile " + o.profile + " (known: " + chip::profile_names() + ")");
+	if (o.cores)
+		profile->cores = o.cores;
+	if (o.hbm_mib)
+		profile->hbm_bytes = o.hbm_mib << 20;
+	return std::make_unique<emu::EmuBackend>(*profile, o.devices, o.engines);
+}
+
+} // namespace
+
+Selected open_backend(const BackendOptions &o)
+{
+	if (o.kind == "emu")
+		return {make_emu(o), "--backend emu"};
+	if (o.kind != "kmd" && o.kind != "auto")
+		throw std::runtime_error("unknown backend " + o.kind + " (emu, kmd or auto)");
+	std::vector<std::string> skipped;
+	const auto nodes = kmd::discover(&skipped);
+	const std::string why_none = "no /dev/accel/accel* node of driver neuron could be opened" +
+				     (skipped.empty() ? std::string() : " (" + join(skipped) + ")");
+	if (o.kind == "kmd") {
+		if (nodes.empty())
+			throw std::runtime_error("--backend kmd: " + why_none +
+						 "; load the driver (driver/README.md) or run with --backend emu");
+		try {
+			return {std::make_unique<kmd::KmdBackend>(nodes, o.engines), "--backend kmd"};
+		} catch (const std::exception &e) {
+			throw std::runtime_error(std::string("--backend kmd: ") + e.what());
+		}
+	}
+	if (nodes.empty())
+		return {make_emu(o), "auto: " + why_none};
+	try {
+		return {std::make_unique<kmd::KmdBackend>(nodes, o.engines),
+			"auto: " + nodes.front().path + " is driver neuron"};
+	} catch (const std::exception &e) {
+		return {make_emu(o), std::string("auto: the neuron driver is present but unusable: ") + e.what()};
+	}
+}
+
+} // namespace neuron::backend

@@ -1,0 +1,66 @@
+// A tenant's side of a device backend: its device memory, its host buffers, and
+// whatever the backend keeps per tenant (kmd: one open driver file per device).
+// The daemon's Tenant (daemon/tenant.h) holds one and never asks which backend it
+// is; the backend's engines reach it through the tenant's queues (Queue::tenant()).
+//
+// Threads: the control thread calls every virtual method; engines only read
+// memory() under its lock (tenant_memory.h).
+#pragma once
+
+#include "tenant_memory.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace neuron::backend {
+
+class Queue;
+
+// Why a backend refused a tenant's request, in terms the API maps onto its codes.
+struct Refusal {
+	enum Code { InvalidArgument, OutOfMemory, NotFound, ResourceExhausted, Unavailable } code = InvalidArgument;
+	std::string message;
+};
+using Result = std::optional<Refusal>; // nullopt: done
+
+class TenantContext {
+public:
+	explicit TenantContext(uint64_t tenant_id) : id_(tenant_id) {}
+	virtual ~TenantContext() = default;
+	TenantContext(const TenantContext &) = delete;
+	TenantContext &operator=(const TenantContext &) = delete;
+
+	uint64_t id() const { return id_; }
+	TenantMemory &memory() { return memory_; }
+	const TenantMemory &memory() const { return memory_; }
+
+	// Zeroed device memory of `size` bytes on `device` (alignment 0: the API's
+	// default of 256); its tenant-visible address in *address.
+	virtual Result alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address) = 0;
+	// Waits for the tenant's running tiles, then frees (and zeroes) it.
+	virtual Result free(uint32_t device, uint64_t address) = 0;
+	// The tenant's memfd (sealed against shrinking, at least `size` bytes; the
+	// caller checked both) as host buffer `handle`, usable by DMA queues.
+	virtual Result register_host(int memfd, uint64_t size, uint32_t handle) = 0;
+	virtual Result unregister_host(uint32_t handle) = 0;
+	// A queue of this tenant starts (before the scheduler sees it) or ended (after
+	// it was retired and left the scheduler).
+	virtual Result attach_queue(Queue &q) = 0;
+	virtual void detach_queue(Queue &q) = 0;
+	// Physical cores of `device` this tenant's jobs may run on now, as whoever
+	// enforces it says (kmd: the kernel's mask of its driver file); nullopt if the
+	// backend enforces nothing beyond the scheduler's choice.
+	virtual std::optional<uint64_t> enforced_core_mask(uint32_t device) const = 0;
+	// Everything goes back (its queues are already detached): memory zeroed and
+	// freed, host buffers unmapped, driver files closed. Once.
+	virtual void release() = 0;
+
+protected:
+	TenantMemory memory_;
+
+private:
+	uint64_t id_;
+};
+
+} // namespace neuron::backend

@@ -1,0 +1,32 @@
+// The emu backend: the simulated chip in this process (DESIGN.md section 2). Each
+// device is a chip::Device (HBM bytes behind a best-fit allocator); its engines'
+// tiles run on the core's host threads (EmuRunner). Tenants get an EmuTenant.
+//
+// Ownership: built by select.h at neurond's start; the devices live as long as it.
+#pragma once
+
+#include <backend/device_backend.h>
+#include <chip/device.h>
+#include <chip/profile.h>
+
+#include <memory>
+#include <vector>
+
+namespace neuron::emu {
+
+class EmuBackend final : public backend::DeviceBackend {
+public:
+	EmuBackend(const chip::Profile &profile, uint32_t devices, backend::EngineSettings settings);
+	~EmuBackend() override;
+
+	const char *name() const override { return "emu"; }
+	backend::DeviceInfo describe(uint32_t device) const override;
+	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
+
+private:
+	std::unique_ptr<sched::TileRunner> make_runner(uint32_t device, int core) override;
+
+	std::vector<std::unique_ptr<chip::Device>> devices_;
+};
+
+} // namespace neuron::emu

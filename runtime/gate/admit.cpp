@@ -1,0 +1,143 @@
+#include "admit.h"
+
+#include <backend/queue.h>
+
+#include <geometry.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace neuron::gate {
+
+using kernels::Fault;
+
+namespace {
+
+Fault fault(uint32_t code, std::string message) { return Fault{code, std::move(message)}; }
+
+// The command's wait on another queue of its tenant: nullopt when it may start.
+std::optional<Admission::Kind> check_wait(const backend::Queue &q, const neuron_cmd &cmd, uint64_t seq, Fault *out)
+{
+	if (cmd.wait.queue_id == 0)
+		return std::nullopt;
+	std::shared_ptr<backend::Queue> other = q.peers().find(cmd.wait.queue_id);
+	if (!other || (other.get() == &q && cmd.wait.value >= seq)) {
+		*out = fault(NEURON_FAULT_BAD_WAIT, "command waits on queue " + std::to_string(cmd.wait.queue_id) +
+							    (other ? " for a value it can never reach"
+								   : ", which this tenant does not own"));
+		return Admission::Fault;
+	}
+	if (other->completed() >= cmd.wait.value)
+		return std::nullopt;
+	if (other->faulted() || other->retired()) {
+		*out = fault(NEURON_FAULT_BAD_WAIT, "command waits on queue " + std::to_string(cmd.wait.queue_id) +
+							    ", which faulted or was destroyed before reaching " +
+							    std::to_string(cmd.wait.value));
+		return Admission::Fault;
+	}
+	return Admission::Blocked;
+}
+
+} // namespace
+
+std::string hex(uint64_t v)
+{
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+	return buf;
+}
+
+std::string operand_name(const neuron_cmd &cmd, int k)
+{
+	return "operand " + std::to_string(k) + (k < kernels::written_operands(cmd.opcode) ? " (output)" : " (input)");
+}
+
+std::optional<Fault> check_command(const neuron_cmd &cmd)
+{
+	if (auto f = kernels::check_semantics(cmd))
+		return f;
+	for (int k = 0; k < cmd.num_operands; ++k)
+		if (kernels::numel(cmd.operands[k]) > kernels::kMaxElementsPerOperand)
+			return fault(NEURON_FAULT_BAD_OPERAND,
+				     "operand " + std::to_string(k) + " has more than 2^32 elements; split the work");
+	if (kernels::command_work(cmd) > kernels::kMaxCommandWork)
+		return fault(NEURON_FAULT_BAD_OPERAND,
+			     "command needs more than 2^37 element operations; split it (e.g. a matmul into blocks)");
+	return std::nullopt;
+}
+
+Admission admit_next(const backend::Queue &q, neuron_cmd *cmd)
+{
+	Admission a;
+	a.seq = q.next_seq();
+	const uint64_t tail = q.ring().tail();
+	if (tail < a.seq)
+		return a; // Empty
+	if (q.ring().overrun(tail, a.seq - 1)) {
+		// The tenant published more commands than the ring holds: a broken or
+		// hostile client. Its queue faults; nothing else is affected.
+		a.kind = Admission::Fault;
+		a.fault = fault(NEURON_FAULT_RING, "ring protocol violated: tail " + std::to_string(tail) +
+							   " is more than " + std::to_string(q.slot_count()) +
+							   " slots ahead of completed " + std::to_string(a.seq - 1));
+		return a;
+	}
+	// Private copy first: the tenant can still write the shared slot.
+	q.ring().read(a.seq, cmd);
+	a.user_tag = cmd->user_tag;
+	if (auto k = check_wait(q, *cmd, a.seq, &a.fault)) {
+		a.kind = *k;
+		return a;
+	}
+	if (auto f = check_command(*cmd)) {
+		a.kind = Admission::Fault;
+		a.fault = std::move(*f);
+		return a;
+	}
+	a.kind = Admission::Ready;
+	return a;
+}
+
+std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace &memory, Operands *out)
+{
+	const int n = cmd.num_operands;
+	if (dma && cmd.opcode != NEURON_OP_COPY && cmd.opcode != NEURON_OP_NOP)
+		return fault(NEURON_FAULT_BAD_OPCODE, "opcode " + std::to_string(cmd.opcode) +
+							      " is not a DMA operation: DMA queues run COPY and NOP only");
+	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{};
+	const int written = kernels::written_operands(cmd.opcode);
+	for (int k = 0; k < n; ++k) {
+		const neuron_tensor_desc &d = cmd.operands[k];
+		const std::string who = operand_name(cmd, k);
+		const auto extent = kernels::byte_extent(d);
+		if (!extent)
+			return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": sizes and strides reach past 2^62 bytes");
+		Placement &p = out->where[k];
+		p = Placement{};
+		std::string why;
+		if (d.mem_space == NEURON_MEM_DEVICE) {
+			if (d.host_buffer != 0)
+				return fault(NEURON_FAULT_BAD_OPERAND, who + ": host_buffer must be 0 for device memory");
+			if (*extent > 0 && !memory.place_device(d.addr, *extent, k < written, &p, &why))
+				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": " + why);
+		} else if (d.mem_space == NEURON_MEM_HOST) {
+			if (!dma)
+				return fault(NEURON_FAULT_BAD_OPERAND, who + ": host memory can only be named on a DMA queue");
+			if (!memory.place_host(d.host_buffer, d.addr, *extent, k < written, &p, &why))
+				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": " + why);
+		} else {
+			return fault(NEURON_FAULT_BAD_OPERAND,
+				     who + ": mem_space " + std::to_string(d.mem_space) + " is unknown");
+		}
+		kernels::View &v = out->views[k];
+		v.data = *extent > 0 ? p.data : nullptr;
+		v.dtype = static_cast<neuron_dtype>(d.dtype);
+		v.ndim = d.ndim;
+		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
+		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
+		ranges[k] = {p.key, *extent};
+	}
+	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
+}
+
+} // namespace neuron::gate

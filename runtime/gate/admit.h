@@ -1,0 +1,73 @@
+// The one command gate: a ring slot becomes a validated command, or a fault with
+// one wording, whoever runs it. Every place that runs tenant commands goes through
+// it: the scheduler's engines (sched/engine.cpp) at admission and again per tile
+// (the tenant may free memory between tiles), neuron.ko's compute engine on the
+// jobs it fetches (kmd/kmd_engine.cpp, against the job's BO list), and the
+// command fuzzer (tests/fuzz). No other file checks a tenant's command.
+//
+// Two stages, because the second depends on memory the tenant can change:
+//  1. admit_next(): the ring protocol (tail within the ring), the command's wait
+//     on another queue, the per-op semantics (kernels::check_semantics) and the
+//     work limits (kernels/geometry.h) — on a private copy of the slot;
+//  2. resolve(): where each operand points (device memory of the tenant, host
+//     buffers on DMA queues only), bounds, and the output-overlap rules, against a
+//     MemorySpace (memory_space.h) that says what the caller may touch.
+//
+// Pure functions over what they are given; callers hold the locks those objects
+// require (resolve: the tenant memory's lock, shared or exclusive).
+#pragma once
+
+#include "memory_space.h"
+
+#include <fault.h>
+#include <kernels.h>
+#include <neuron/cmd.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace neuron::backend {
+class Queue;
+enum class QueueKind;
+} // namespace neuron::backend
+
+namespace neuron::gate {
+
+struct Admission {
+	enum Kind {
+		Empty,   // nothing published past what completed
+		Blocked, // the next command waits on another queue that has not got there
+		Fault,   // the next command (seq) faults: fault says why
+		Ready,   // the next command (seq) passed stage 1; *cmd is its private copy
+	} kind = Empty;
+	uint64_t seq = 0;
+	uint64_t user_tag = 0; // of the faulting command (0 for a ring fault)
+	kernels::Fault fault{};
+};
+
+// Stage 1 for the next command of q (seq = q.next_seq()), copied into *cmd.
+Admission admit_next(const backend::Queue &q, neuron_cmd *cmd);
+
+// The memory-free checks of stage 1 (semantics, work limits), for commands that
+// did not come from a ring slot just now (a job a kernel engine fetched).
+std::optional<kernels::Fault> check_command(const neuron_cmd &cmd);
+
+// Each operand resolved: a view the kernels can run on (data is null where the
+// MemorySpace has no host address for it) and where it lies.
+struct Operands {
+	std::array<kernels::View, NEURON_MAX_OPERANDS> views{};
+	std::array<Placement, NEURON_MAX_OPERANDS> where{};
+};
+
+// Stage 2. `dma`: the command runs on a DMA queue (COPY and NOP only; host
+// buffers allowed). The command must have passed stage 1.
+std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace &memory, Operands *out);
+
+// One wording for what the gate and the memory spaces say.
+std::string hex(uint64_t v);
+// "operand K (output)" or "operand K (input)", by the opcode's written operands.
+std::string operand_name(const neuron_cmd &cmd, int k);
+
+} // namespace neuron::gate

@@ -1,0 +1,97 @@
+// The kmd backend: the devices of driver neuron (/dev/accel/accelN), each opened
+// as its controller (KmdDevice: device info, per-tenant core masks) and with
+// neurond attached as its compute engine (KmdEngine: runs the compute jobs the
+// kernel hands over, on the op kernels). neurond's own scheduler decides what each
+// physical core runs next (runtime/sched, as on emu): its engines hand the chosen
+// tiles to the kernel as jobs of the tenant's own driver file (KmdRunner), at most
+// one per physical core at a time, so inference priority, weights, loans and
+// reclaims act within a tile here too.
+//
+// Ownership: built by select.h at neurond's start, destroyed at exit. The devices
+// are fixed after construction. Engine threads record job faults (faults_mutex_)
+// and read the tenants' masks through their KmdTenant (its own lock).
+#pragma once
+
+#include "kmd.h"
+
+#include <backend/device_backend.h>
+#include <backend/weak_directory.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace neuron::kmd {
+
+class KmdTenant;
+
+// One device node: its controller file, what the driver says it is, its engine.
+class KmdDeviceSlot {
+public:
+	// Opens `node` as controller and attaches the engine (threads_per_job host
+	// threads per job). Throws kmd::Error (EPERM without CAP_SYS_ADMIN, EBUSY when
+	// another engine is attached: another neurond).
+	KmdDeviceSlot(const Node &node, int threads_per_job);
+	~KmdDeviceSlot(); // stop()
+
+	KmdDevice &device() { return *device_; }
+	const DeviceInfo &info() const { return info_; }
+	const std::string &path() const { return path_; }
+	void stop(); // detaches the engine
+
+	// The reason the engine gave for a failed job, if it reported one (the engine
+	// reports before it completes the job; kernel-side failures such as timeouts
+	// have none). Removes it.
+	std::optional<EngineJobFault> take_fault(uint64_t client_id, uint32_t core, uint64_t job_seq);
+	// A tenant's file is closing: the engine completes the jobs of that DRM client
+	// the kernel still has queued with -ECANCELED instead of running them.
+	void cancel_client(uint64_t client_id);
+
+private:
+	void record_fault(const EngineJobFault &f);
+	bool cancelled(uint64_t client_id);
+
+	std::string path_;
+	std::unique_ptr<KmdDevice> device_;
+	DeviceInfo info_;
+	std::mutex faults_mutex_; // guards faults_ and cancelled_
+	// (client id, core, job seq) -> report; bounded (the oldest dropped first) so
+	// reports nobody collects (a tenant that left) cannot grow it.
+	std::map<std::tuple<uint64_t, uint32_t, uint64_t>, EngineJobFault> faults_;
+	std::set<uint64_t> cancelled_; // client ids (never reused by DRM); bounded
+	std::unique_ptr<KmdEngine> engine_; // last: its workers call record_fault
+};
+
+class KmdBackend final : public backend::DeviceBackend {
+public:
+	// Opens up to 16 of `nodes`. Throws (kmd::Error, std::runtime_error) with the
+	// reason the driver cannot be used.
+	KmdBackend(const std::vector<Node> &nodes, backend::EngineSettings settings);
+	~KmdBackend() override;
+
+	const char *name() const override { return "kmd"; }
+	backend::DeviceInfo describe(uint32_t device) const override;
+	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
+	void stop() override;
+
+	KmdDeviceSlot &slot(uint32_t device) { return *devices_.at(device); }
+	// What the driver said at start (for the daemon's log).
+	const DeviceInfo &info(uint32_t device) const { return devices_.at(device)->info(); }
+
+private:
+	std::unique_ptr<sched::TileRunner> make_runner(uint32_t device, int core) override;
+	// A core left a pool: tenants of that pool lose it from their kernel core mask.
+	void switched(uint32_t device, uint32_t core) override;
+
+	std::vector<std::unique_ptr<KmdDeviceSlot>> devices_;
+	uint64_t next_tenant_key_ = 1;
+	backend::WeakDirectory<KmdTenant> tenants_; // live tenants, for switched()
+};
+
+} // namespace neuron::kmd

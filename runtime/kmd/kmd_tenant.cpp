@@ -1,0 +1,186 @@
+#include "kmd_tenant.h"
+
+#include "kmd_backend.h"
+
+#include <chip/device.h> // kDeviceAddressBase: the address layout tenants see on every backend
+#include <gate/admit.h>
+
+#include <bit>
+#include <cerrno>
+
+namespace neuron::kmd {
+
+using backend::Refusal;
+
+namespace {
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kDefaultAlignment = 256; // the API's default (neuron.proto AllocDevice)
+} // namespace
+
+uint64_t KmdTenant::address_of(const DeviceBuffer &b) { return chip::kDeviceAddressBase + b.device_addr; }
+
+KmdTenant::KmdTenant(uint64_t tenant_id, pid_t pid, KmdBackend &backend) : TenantContext(tenant_id), backend_(backend)
+{
+	// One open file per device for this tenant. A file that is not the controller
+	// starts with no core: the engines grant them as they schedule it.
+	for (uint32_t d = 0; d < backend.device_count(); ++d) {
+		KmdDevice &dev = backend.slot(d).device();
+		contexts_.push_back(dev.create_context("tenant " + std::to_string(tenant_id) + " pid " + std::to_string(pid), 0));
+		dev.set_core_mask(*contexts_.back(), 0);
+		masks_.push_back(0);
+	}
+}
+
+KmdTenant::~KmdTenant() { release(); }
+
+backend::Result KmdTenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address)
+{
+	if (size == 0)
+		return Refusal{Refusal::InvalidArgument, "allocation size is zero"};
+	if (alignment == 0)
+		alignment = kDefaultAlignment;
+	if (!std::has_single_bit(alignment))
+		return Refusal{Refusal::InvalidArgument, "alignment " + std::to_string(alignment) + " is not a power of two"};
+	if (alignment > (1ull << 30))
+		return Refusal{Refusal::InvalidArgument, "alignment " + std::to_string(alignment) + " is above 1 GiB"};
+	// BOs start on a page; a larger alignment takes the slack from a larger BO.
+	const uint64_t slack = alignment > kPage ? alignment - kPage : 0;
+	if (size > UINT64_MAX / 2 - slack)
+		return Refusal{Refusal::OutOfMemory, "cannot allocate " + std::to_string(size) + " bytes"};
+	DeviceBuffer bo;
+	try {
+		bo = context(device).alloc_device(size + slack);
+	} catch (const Error &e) {
+		const bool full = e.code() == ENOSPC || e.code() == ENOMEM || e.code() == E2BIG || e.code() == EINVAL;
+		return Refusal{full ? Refusal::OutOfMemory : Refusal::InvalidArgument,
+			       "cannot allocate " + std::to_string(size) + " bytes of HBM on device " + std::to_string(device) +
+				       ": " + e.what()};
+	}
+	const uint64_t base = address_of(bo);
+	const uint64_t a = (base + alignment - 1) & ~(alignment - 1);
+	auto lock = memory_.lock_exclusive();
+	memory_.add_device(device, a, backend::DeviceAllocation{size, nullptr, bo.handle, base});
+	*address = a;
+	return std::nullopt;
+}
+
+backend::Result KmdTenant::free(uint32_t device, uint64_t address)
+{
+	// Exclusive: no engine is between checking a command against this BO and
+	// submitting its job; jobs already submitted keep the BO alive in the kernel.
+	auto lock = memory_.lock_exclusive();
+	auto a = memory_.remove_device(device, address);
+	if (!a)
+		return Refusal{Refusal::NotFound, "no allocation of this tenant starts at device address " +
+							  std::to_string(address) + " on device " + std::to_string(device)};
+	context(device).free(DeviceBuffer{a->handle, a->handle_base - chip::kDeviceAddressBase, 0});
+	return std::nullopt;
+}
+
+backend::Result KmdTenant::register_host(int memfd, uint64_t size, uint32_t handle)
+{
+	std::vector<HostBuffer> per_device;
+	try {
+		for (auto &ctx : contexts_)
+			per_device.push_back(ctx->import_memfd(memfd, size));
+	} catch (const std::exception &e) {
+		for (size_t d = 0; d < per_device.size(); ++d)
+			contexts_[d]->free(per_device[d]);
+		return Refusal{Refusal::InvalidArgument, std::string("cannot import the host buffer into the driver: ") + e.what()};
+	}
+	backend::HostRegion r;
+	r.size = size;
+	for (const HostBuffer &hb : per_device)
+		r.handles.push_back(hb.handle);
+	auto lock = memory_.lock_exclusive();
+	memory_.add_host(handle, std::move(r));
+	hosts_[handle] = std::move(per_device);
+	return std::nullopt;
+}
+
+backend::Result KmdTenant::unregister_host(uint32_t handle)
+{
+	auto lock = memory_.lock_exclusive();
+	auto it = hosts_.find(handle);
+	if (!memory_.remove_host(handle) || it == hosts_.end())
+		return Refusal{Refusal::NotFound, "host buffer " + std::to_string(handle) + " is not registered by this tenant"};
+	for (size_t d = 0; d < it->second.size(); ++d)
+		contexts_[d]->free(it->second[d]);
+	hosts_.erase(it);
+	return std::nullopt;
+}
+
+const HostBuffer *KmdTenant::host_import(uint32_t handle, uint32_t device) const
+{
+	auto it = hosts_.find(handle);
+	return it == hosts_.end() || device >= it->second.size() ? nullptr : &it->second[device];
+}
+
+backend::Result KmdTenant::attach_queue(backend::Queue &)
+{
+	if (released_)
+		return Refusal{Refusal::Unavailable, "the tenant's driver files are closed"};
+	return std::nullopt;
+}
+
+void KmdTenant::detach_queue(backend::Queue &) {}
+
+void KmdTenant::allow_core(uint32_t device, uint32_t core)
+{
+	std::lock_guard lock(mask_mutex_);
+	const uint64_t mask = masks_.at(device) | (1ull << core);
+	if (mask == masks_[device])
+		return;
+	backend_.slot(device).device().set_core_mask(*contexts_.at(device), mask);
+	masks_[device] = mask;
+}
+
+void KmdTenant::revoke_core(uint32_t device, uint32_t core)
+{
+	std::lock_guard lock(mask_mutex_);
+	if (released_ || !(masks_.at(device) >> core & 1))
+		return;
+	const uint64_t mask = masks_[device] & ~(1ull << core);
+	backend_.slot(device).device().set_core_mask(*contexts_.at(device), mask);
+	masks_[device] = mask;
+}
+
+std::optional<uint64_t> KmdTenant::enforced_core_mask(uint32_t device) const
+{
+	std::lock_guard lock(mask_mutex_);
+	if (released_)
+		return 0;
+	try {
+		return contexts_.at(device)->core_mask();
+	} catch (const Error &) {
+		return masks_.at(device); // what was last set
+	}
+}
+
+DeviceBuffer KmdTenant::alloc_scratch(uint32_t device, uint64_t size) { return context(device).alloc_device(size); }
+
+void KmdTenant::free_scratch(uint32_t device, const DeviceBuffer &b) { context(device).free(b); }
+
+void KmdTenant::release()
+{
+	if (released_)
+		return;
+	auto lock = memory_.lock_exclusive();
+	{
+		std::lock_guard mask_lock(mask_mutex_);
+		released_ = true;
+	}
+	// What the kernel still holds of this tenant is dropped, not run.
+	for (uint32_t d = 0; d < contexts_.size(); ++d)
+		backend_.slot(d).cancel_client(contexts_[d]->client_id());
+	for (auto &[handle, per_device] : hosts_)
+		for (size_t d = 0; d < per_device.size(); ++d)
+			contexts_[d]->free(per_device[d]); // unmaps it here
+	hosts_.clear();
+	memory_.clear();
+	// Closing the files frees every BO and syncobj of the tenant; jobs already
+	// queued finish first (the kernel holds their BOs).
+	contexts_.clear();
+}
+
+} // namespace neuron::kmd

@@ -1,0 +1,37 @@
+// What an engine counts for one physical NeuronCore (or a device's DMA engine):
+// the telemetry neuron-top, neuron-ls and the capacity reply show, the same on
+// every backend (the scheduler's engines write it whatever runs the tiles).
+//
+// Written by the core's engine thread and its tile threads, read by telemetry
+// (relaxed atomics; the histograms are lock-free).
+#pragma once
+
+#include "latency_histogram.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace neuron::sched {
+
+struct CoreCounters {
+	std::atomic<uint64_t> busy_ns{0};
+	std::atomic<uint64_t> commands{0};
+	std::atomic<uint64_t> tiles{0};
+	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far, wall time (host preemption included)
+	// Longest tile of a command cut into several, in the engine thread's CPU time: the
+	// tile's own cost, the preemption bound the tiling controls (on a shared host
+	// the wall time also counts slices in which the OS ran something else).
+	std::atomic<uint64_t> max_tile_cpu_ns{0};
+	// Wall times of the tiles of tiled commands: percentiles tell the tiling's bound
+	// apart from the odd tile a busy host stretched (which the maximum reports).
+	LatencyHistogram tile_ns;
+	// The same tiles' CPU times, and how many took more than 1 ms of it: the rare
+	// long ones are hard to tell from a host that stole the vCPU (the test VMs do
+	// not account steal time), a distribution is not.
+	LatencyHistogram tile_cpu_ns;
+	std::atomic<uint64_t> tiles_over_1ms_cpu{0};
+	std::atomic<uint64_t> last_tenant{0};  // tenant of the latest tile (0: none yet)
+	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
+};
+
+} // namespace neuron::sched

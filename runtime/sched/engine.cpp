@@ -1,0 +1,349 @@
+#include "engine.h"
+
+#include <backend/tenant_context.h>
+#include <gate/admit.h>
+
+#include <neuron/futex.h>
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+namespace neuron::sched {
+
+using detail::atomic_u32;
+using detail::monotonic_ns;
+
+namespace {
+
+// A logical core that was idle does not get to bank credit: it rejoins at most this
+// far (virtual ns) behind its class's clock.
+constexpr uint64_t kMaxLag = 4'000'000ull * 1024;
+
+void store_max(std::atomic<uint64_t> &m, uint64_t v)
+{
+	uint64_t cur = m.load(std::memory_order_relaxed);
+	while (cur < v && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+	}
+}
+
+} // namespace
+
+Engine::Engine(CoreScheduler &sched, uint32_t sched_core, std::string name, CoreCounters &counters,
+	       std::unique_ptr<TileRunner> runner, EngineOptions options)
+	: sched_(sched), sched_core_(sched_core), name_(std::move(name)), counters_(counters),
+	  runner_(std::move(runner)), options_(std::move(options))
+{
+	thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::stop()
+{
+	if (stop_.exchange(true))
+		return;
+	sched_.wake(sched_core_);
+	if (thread_.joinable())
+		thread_.join();
+}
+
+void Engine::refresh()
+{
+	sched_.eligible(sched_core_, &eligible_, &generation_);
+	watched_.clear();
+	for (const auto &l : eligible_)
+		for (auto &q : l->queues_snapshot())
+			watched_.push_back(std::move(q));
+}
+
+void Engine::run()
+{
+	uint64_t last_work = monotonic_ns();
+	while (!stop_.load(std::memory_order_acquire)) {
+		if (sched_.generation() != generation_)
+			refresh();
+		// Between tiles, with the new eligible set in hand: a pending switch is done,
+		// the pool that lost the core gets nothing more here.
+		if (sched_.switch_pending(sched_core_)) {
+			refresh();
+			sched_.complete_switch(sched_core_);
+		}
+		if (run_one()) {
+			last_work = monotonic_ns();
+			continue;
+		}
+		if (monotonic_ns() - last_work < options_.spin_ns) {
+			for (int i = 0; i < 32; ++i)
+				detail::cpu_relax();
+			continue;
+		}
+		// Not reset after waking: an engine woken for work a sibling already took
+		// goes straight back to sleep instead of spinning beside it.
+		sleep_until_doorbell();
+	}
+	eligible_.clear();
+	watched_.clear();
+}
+
+bool Engine::run_one()
+{
+	candidates_.clear();
+	for (const auto &l : eligible_)
+		if (l->claimed_by() < 0 && l->runnable())
+			candidates_.push_back(l.get());
+	if (candidates_.empty())
+		return false;
+	const bool pooled = sched_.pooled();
+	auto key = [&](LogicalCore *l) {
+		const uint64_t clock = sched_.class_clock(l->pool()).load(std::memory_order_relaxed);
+		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > kMaxLag ? clock - kMaxLag : 0);
+		return std::pair<int, uint64_t>(pooled ? static_cast<int>(l->pool()) : 0, v);
+	};
+	if (candidates_.size() > 1)
+		std::sort(candidates_.begin(), candidates_.end(), [&](LogicalCore *a, LogicalCore *b) { return key(a) < key(b); });
+	for (LogicalCore *l : candidates_) {
+		if (!l->try_claim(static_cast<int>(sched_core_)))
+			continue;
+		const uint64_t v = key(l).second;
+		if (l->vtime.load(std::memory_order_relaxed) < v)
+			l->vtime.store(v, std::memory_order_relaxed);
+		const Step s = step(*l);
+		l->release();
+		if (s == Step::Progress)
+			return true;
+	}
+	return false;
+}
+
+void Engine::fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason)
+{
+	q.fault(code, seq, user_tag, reason);
+	if (options_.on_fault)
+		options_.on_fault(q, code, seq, reason);
+}
+
+RunContext Engine::context(LogicalCore &l, Queue &q) const
+{
+	return RunContext{sched_core_, options_.threads, counters_, options_.tile_budget, *this, l, q};
+}
+
+Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> &qp)
+{
+	Queue &q = *qp;
+	if (q.faulted() || q.retired())
+		return Step::Idle;
+	InFlight &f = l.inflight;
+	const gate::Admission a = gate::admit_next(q, &f.cmd);
+	switch (a.kind) {
+	case gate::Admission::Empty:
+	case gate::Admission::Blocked: // not ready: try the other queues
+		return Step::Idle;
+	case gate::Admission::Fault:
+		fault(q, a.fault.code, a.seq, a.user_tag, a.fault.message);
+		return Step::Progress;
+	case gate::Admission::Ready:
+		break;
+	}
+	{
+		// Validation before execution: the whole command, before its first tile.
+		backend::TenantMemory &m = q.tenant().memory();
+		std::shared_lock lock(m.mutex);
+		if (q.retired())
+			return Step::Idle;
+		gate::Operands ops;
+		if (auto flt = gate::resolve(f.cmd, q.kind() == backend::QueueKind::Dma, m.space(q.device()), &ops)) {
+			fault(q, flt->code, a.seq, f.cmd.user_tag, flt->message);
+			return Step::Progress;
+		}
+	}
+	f.queue = qp;
+	f.seq = a.seq;
+	// Tiles of one thread's budget: runners give each tile its own thread.
+	f.plan = options_.tiling ? plan_tiles(f.cmd, options_.tile_budget, 1) : TilePlan{};
+	f.tiles.reset(f.plan.tiles, chain_length(f.plan));
+	if (auto flt = runner_->begin(l, f, context(l, q))) {
+		fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
+		finish_command(l);
+		return Step::Progress;
+	}
+	l.active.store(true, std::memory_order_release);
+	return Step::Progress;
+}
+
+void Engine::finish_command(LogicalCore &l)
+{
+	runner_->end(l.inflight); // no tile runs now; what they shared goes back at once
+	l.inflight.queue.reset();
+	l.active.store(false, std::memory_order_release);
+}
+
+void Engine::complete_command(LogicalCore &l, Queue &q)
+{
+	InFlight &f = l.inflight;
+	counters_.commands.fetch_add(1, std::memory_order_relaxed);
+	l.commands.fetch_add(1, std::memory_order_relaxed);
+	const uint64_t end = monotonic_ns();
+	const uint64_t since = l.pending_since_ns.load(std::memory_order_relaxed);
+	l.latency.record(since && since < end ? end - since : f.last_tile_ns);
+	q.complete_one();
+	finish_command(l);
+	// The next command of this logical core (if any) starts its clock now.
+	l.pending_since_ns.store(0, std::memory_order_relaxed);
+}
+
+Engine::Step Engine::step(LogicalCore &l)
+{
+	if (!l.active.load(std::memory_order_relaxed)) {
+		auto queues = l.queues_snapshot();
+		const size_t n = queues.size();
+		bool started = false;
+		for (size_t i = 0; i < n && !started; ++i) {
+			const size_t k = (l.rr + i) % n;
+			if (start_command(l, queues[k]) == Step::Progress) {
+				l.rr = (k + 1) % n;
+				if (!l.active.load(std::memory_order_relaxed))
+					return Step::Progress; // a fault: progress of a kind
+				started = true;
+			}
+		}
+		if (!started)
+			return Step::Idle;
+	}
+	InFlight &f = l.inflight;
+	// A reference of our own: ending the command resets f.queue, and the queue may
+	// be retired by then.
+	const std::shared_ptr<Queue> keep = f.queue;
+	Queue &q = *keep;
+	const RunContext ctx = context(l, q);
+	const uint64_t start = monotonic_ns();
+	uint64_t longest = 0;
+	const bool tiled = f.plan.tiles > 1;
+	const Outcome out = tiled ? runner_->run_tiles(l, f, ctx, &longest) : runner_->run_whole(l, f, ctx, &longest);
+	// The core's time is the group's wall time, however many threads it used.
+	charge(l, tiled ? monotonic_ns() - start : longest);
+	f.last_tile_ns = longest;
+	if (!tiled && out.kind == Outcome::Done)
+		count_tile(l, longest);
+	if (out.kind == Outcome::Done) {
+		complete_command(l, q);
+		return Step::Progress;
+	}
+	if (out.kind == Outcome::Fault)
+		fault(q, out.code, f.seq, f.cmd.user_tag, out.reason);
+	if (out.kind != Outcome::Preempted)
+		finish_command(l);
+	return Step::Progress;
+}
+
+bool Engine::should_yield(const LogicalCore &self, const Queue &q) const
+{
+	if (stop_.load(std::memory_order_relaxed) || sched_.generation() != generation_ ||
+	    sched_.switch_pending(sched_core_) || q.tenant().memory().writer_waiting())
+		return true;
+	for (const auto &l : eligible_)
+		if (l.get() != &self && l->claimed_by() < 0 && l->runnable())
+			return true;
+	return false;
+}
+
+void Engine::count_tile(LogicalCore &l, uint64_t wall_ns) const
+{
+	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
+	l.tiles.fetch_add(1, std::memory_order_relaxed);
+	store_max(counters_.max_tile_ns, wall_ns);
+}
+
+// Telemetry of one unit of a tiled command (a tile, a tile group, a prefault
+// step): the tile-bound histograms are for tiled commands only.
+void Engine::record_tile(LogicalCore &l, uint64_t wall_ns, uint64_t cpu_ns, bool is_tile) const
+{
+	if (is_tile)
+		count_tile(l, wall_ns);
+	else
+		store_max(counters_.max_tile_ns, wall_ns);
+	counters_.tile_ns.record(wall_ns);
+	counters_.tile_cpu_ns.record(cpu_ns);
+	store_max(counters_.max_tile_cpu_ns, cpu_ns);
+	if (cpu_ns > 1'000'000)
+		counters_.tiles_over_1ms_cpu.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Charges `wall_ns` of this core's time to l: utilisation and fair share.
+void Engine::charge(LogicalCore &l, uint64_t wall_ns)
+{
+	counters_.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);
+	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
+	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);
+	l.busy_ns.fetch_add(wall_ns, std::memory_order_relaxed);
+	const uint64_t v = l.vtime.load(std::memory_order_relaxed) + wall_ns * 1024 / l.weight();
+	l.vtime.store(v, std::memory_order_relaxed);
+	store_max(sched_.class_clock(l.pool()), v);
+}
+
+void Engine::sleep_until_doorbell()
+{
+	// At most 127 rings and blockers plus the wake word; with more than that the
+	// engine sleeps in 1 ms slices instead (still correct, only slower to react).
+	constexpr unsigned kMax = 128;
+	struct futex_waitv waiters[kMax];
+	unsigned n = 0;
+	uint32_t *wake_word = sched_.wake_word(sched_core_);
+	const uint32_t wake_seen = atomic_u32(*wake_word).load(std::memory_order_seq_cst);
+	// Shared (not PRIVATE) key: CoreScheduler::wake uses the shared FUTEX_WAKE.
+	waiters[n++] = {wake_seen, reinterpret_cast<uintptr_t>(wake_word), FUTEX_32, 0};
+	unsigned announced = 0;
+	bool truncated = false; // some ring or blocker is not watched: sleep in slices
+	for (const auto &q : watched_) {
+		if (n == kMax) {
+			truncated = true;
+			break;
+		}
+		// A count, not a flag: several engines may sleep on one ring.
+		const uint32_t bell = q->ring().announce_sleep();
+		++announced;
+		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(q->ring().doorbell_word()), FUTEX_32, 0};
+	}
+	// A next command blocked on another queue: also wake when that queue completes
+	// one (its word first, then the announcement; the re-check below closes the race).
+	blockers_.clear();
+	for (const auto &q : watched_) {
+		if (n == kMax) {
+			truncated = true;
+			break;
+		}
+		std::shared_ptr<Queue> peer = q->blocking_peer();
+		if (!peer)
+			continue;
+		const uint32_t word = peer->ring().announce_waiter();
+		waiters[n++] = {word, reinterpret_cast<uintptr_t>(peer->completed_word()), FUTEX_32, 0};
+		blockers_.push_back(std::move(peer));
+	}
+	// Re-check after announcing sleep: a tenant that published before it could see
+	// the announcement has its command seen here.
+	bool pending = false;
+	for (const auto &l : eligible_)
+		if (l->claimed_by() < 0 && l->runnable()) {
+			pending = true;
+			break;
+		}
+	if (!pending && sched_.generation() == generation_ && !sched_.switch_pending(sched_core_) &&
+	    !stop_.load(std::memory_order_acquire)) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_nsec += truncated ? 1000000 : 0;
+		deadline.tv_sec += truncated ? 0 : 1; // periodic wake keeps a lost wake-up cheap
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec += 1;
+			deadline.tv_nsec -= 1000000000;
+		}
+		detail::futex_wait_any(waiters, n, &deadline);
+	}
+	for (unsigned i = 0; i < announced; ++i)
+		watched_[i]->ring().withdraw_sleep();
+	for (const auto &peer : blockers_)
+		peer->ring().withdraw_waiter();
+	blockers_.clear();
+}
+
+} // namespace neuron::sched

@@ -1,0 +1,96 @@
+// An engine: one host thread that schedules one physical NeuronCore (or a device's
+// DMA engine), on every backend. At every tile boundary it asks its CoreScheduler
+// which logical cores it may run, picks one (inference before training, then the
+// lowest weighted virtual time: fair share within a class), claims it, admits its
+// next command through the gate (gate/admit.h) and has its TileRunner run it:
+// whole if the command is one tile, else tile after tile until it is done or
+// someone else waits for the core (adaptive tiles: alone, an op runs at full speed;
+// contended, the core switches after the running tiles). The runner decides where
+// tiles run: in this process (emu) or as jobs of neuron.ko (kmd).
+// Logical cores are claimed one engine at a time, so each queue stays in order while
+// its logical core moves between physical cores.
+//
+// Threads and locks: everything here is the engine thread's, except stop_ (atomic).
+// While a tiled command runs, the runner's tile threads share the command's
+// TileCursor (its own mutex), the counters (atomics), the tenant's memory (shared
+// lock per tile) and read-only engine state (eligible_, generation_, which change
+// only between tile groups: yield() reads them). It spins briefly after work (a
+// sleeping engine costs every command a futex wake-up, ~30 us on these machines)
+// and then sleeps on its eligible queues' doorbells and its scheduler wake word at
+// once with futex_waitv.
+#pragma once
+
+#include "core_scheduler.h"
+#include "tile_runner.h"
+#include "tiling.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace neuron::sched {
+
+struct EngineOptions {
+	int threads = 1;            // host threads one command may use
+	uint64_t spin_ns = 50000;   // how long to poll after the last command before sleeping
+	bool tiling = true;         // cut commands into tiles (off for DMA engines)
+	bool dma = false;           // serves DMA queues (COPY and NOP, host buffers)
+	TileBudget tile_budget;
+	// Called on the engine thread when a queue faults (the daemon logs it).
+	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
+};
+
+class Engine : private EngineHooks {
+public:
+	// sched_core: this engine's index in sched. name: for logs ("nd0/nc3").
+	Engine(CoreScheduler &sched, uint32_t sched_core, std::string name, CoreCounters &counters,
+	       std::unique_ptr<TileRunner> runner, EngineOptions options);
+	~Engine();
+	Engine(const Engine &) = delete;
+	Engine &operator=(const Engine &) = delete;
+
+	void stop();
+	const std::string &name() const { return name_; }
+
+private:
+	enum class Step { Idle, Progress };
+	void run();
+	void refresh();
+	// Picks a logical core and runs one tile (group) of it; false if nothing could run.
+	bool run_one();
+	Step step(LogicalCore &l);
+	Step start_command(LogicalCore &l, const std::shared_ptr<Queue> &q);
+	void finish_command(LogicalCore &l);
+	void complete_command(LogicalCore &l, Queue &q);
+	// EngineHooks. should_yield is called by tile threads too: it only reads what
+	// does not change during a tile group.
+	bool should_yield(const LogicalCore &self, const Queue &q) const override;
+	void record_tile(LogicalCore &l, uint64_t wall_ns, uint64_t cpu_ns, bool is_tile) const override;
+	// One tile (or tile group, or whole command) ran on this core for l.
+	void count_tile(LogicalCore &l, uint64_t wall_ns) const;
+	RunContext context(LogicalCore &l, Queue &q) const;
+	void charge(LogicalCore &l, uint64_t wall_ns);
+	void fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
+	void sleep_until_doorbell();
+
+	CoreScheduler &sched_;
+	uint32_t sched_core_;
+	std::string name_;
+	CoreCounters &counters_;
+	std::unique_ptr<TileRunner> runner_;
+	EngineOptions options_;
+	std::atomic<bool> stop_{false};
+	// engine thread only
+	std::vector<std::shared_ptr<LogicalCore>> eligible_;
+	std::vector<std::shared_ptr<Queue>> watched_;
+	std::vector<std::shared_ptr<Queue>> blockers_; // queues a sleep also waits on (sleep_until_doorbell)
+	std::vector<LogicalCore *> candidates_;
+	uint64_t generation_ = 0;
+	std::thread thread_;
+};
+
+} // namespace neuron::sched

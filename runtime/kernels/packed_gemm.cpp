@@ -17,7 +17,7 @@ namespace neuron::kernels::detail {
 
 namespace {
 
-// Register block: kMR rows of a x kNR columns of b, 16 zmm accumulators (bench-runtime
+// Register block: kMR rows of a x kNR columns of b, 16 zmm accumulators (bench-gemm
 // prints the tiled multiply's speed against OpenBLAS).
 constexpr int kMR = 8;
 constexpr int kNR = 32;

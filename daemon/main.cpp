@@ -8,6 +8,7 @@
 #include <neuron/socket_path.h>
 
 #include <backend/select.h>
+#include <kernels/blas_select.h>
 
 #include <cblas.h>
 #include <thread>
@@ -88,6 +89,9 @@ int main(int argc, char **argv)
 		if (socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
 		const backend::BackendOptions options = backend_options(config);
+		// Before any thread starts: choosing the BLAS kernels briefly sets an
+		// environment variable (kernels/blas_select.h).
+		NLOG_INFO("blas", "blas=\"" + kernels::blas_description() + "\"");
 		// BLAS keeps one global pool: size it to one command's thread budget.
 		openblas_set_num_threads(options.engines.threads);
 		backend::Selected selected = backend::open_backend(options);

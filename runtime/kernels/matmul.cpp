@@ -4,9 +4,10 @@
 // PyTorch's CPU path accumulates in f32). Shapes that suit panels go to the packed
 // multiply (packed_gemm.h), which reads any dtype and strides while packing and
 // keeps packed blocks for the command's later tiles (gemm_packs.h); thin or tiny
-// products, and hosts without AVX-512, go to OpenBLAS sgemm, directly on the
-// operands when each is row- or column-contiguous (the transpose flags absorb the
-// column-major case), else on float copies. A column-major output is computed as
+// products, and hosts without AVX-512, go to OpenBLAS sgemm (with the kernel set
+// blas_select.h chooses for the CPU), directly on the operands when each is row-
+// or column-contiguous (the transpose flags absorb the column-major case), else on
+// float copies. A column-major output is computed as
 // out^T = b^T @ a^T; any other non-row-major output through a float buffer.
 //
 // Threads: OpenBLAS (pthread build) has one process-wide thread count, which
@@ -14,6 +15,7 @@
 // itself into pieces (a batch x a range of output rows or columns) run on at most
 // max_threads OpenMP threads. The chip's preemptible tiles are cut before this
 // (runtime/chip/tiling.h) and arrive here one per call, on one thread.
+#include "blas_select.h"
 #include "block.h"
 #include "matrix.h"
 #include "packed_gemm.h"
@@ -147,10 +149,15 @@ struct Tile {
 	int64_t batch, r0, r1, c0, c1;
 };
 
-void single_threaded_blas()
+// Before the first BLAS call: the kernel set for this CPU (blas_select.h), then one
+// thread per call.
+void prepare_blas()
 {
 	static std::once_flag once;
-	std::call_once(once, [] { openblas_set_num_threads(1); });
+	std::call_once(once, [] {
+		select_blas();
+		openblas_set_num_threads(1);
+	});
 }
 
 } // namespace
@@ -210,7 +217,7 @@ Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_thread
 		return exec_fault("matmul: out of host memory");
 	}
 
-	single_threaded_blas();
+	prepare_blas();
 	std::atomic<bool> oom{false};
 	const int threads = std::min<int64_t>(nt, static_cast<int64_t>(tiles.size()));
 	parallel_ranges(static_cast<int64_t>(tiles.size()), threads, [&](int64_t begin, int64_t end, int) {

@@ -7,7 +7,8 @@
 // BLIS has an API to keep packed panels across calls (MKL's sgemm_pack is not in
 // Debian main). Packing each block once per command (gemm_packs.h) and running
 // only the inner kernel per tile keeps the tiled multiply at BLAS speed
-// (bench-runtime prints the ratio to cblas_sgemm on the whole matrix).
+// (bench-runtime prints the ratio to the fastest GEMM on the host on the whole
+// matrix; bench-gemm, to OpenBLAS on one thread).
 //
 // Used for f32 arithmetic on any input dtype (packing converts bf16/f16/integer
 // inputs to f32, as the BLAS path's conversion buffers did) when the host has
@@ -20,6 +21,9 @@
 #include <cstdint>
 
 namespace neuron::kernels::detail {
+
+// Whether this host can run the packed multiply (AVX-512F).
+bool packed_gemm_available();
 
 // Whether packed_gemm serves an M x N x K product on this host.
 bool packed_gemm_suits(int64_t M, int64_t N, int64_t K);

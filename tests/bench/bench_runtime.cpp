@@ -1,22 +1,26 @@
 // bench-runtime: the first-slice figures of neurond + libneuron, each as a ratio to
 // a reference measured in the same run (README "Performance").
 //
-//   bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--quick]
+//   bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] [--matmul] [--quick]
 //
 // Starts its own neurond on a private socket (or uses $NEURON_SOCKET if set and
 // --neurond is not given), then measures:
 //   1. empty-command round trip (submit NOP + wait) vs a two-thread futex ping-pong
 //   2. tenant-side enqueue cost per command
 //   3. H2D / D2H bandwidth at 64 MiB from pinned buffers vs memcpy
-//   4. fp32 matmul on the device vs cblas_sgemm in-process, same thread count
+//   4. fp32 matmul on the device vs the fastest GEMM on the host, measured in the
+//      same run with the same thread count: OpenBLAS on the kernels chosen for the
+//      CPU, BLIS when installed, torch.matmul when python3 (--python) imports torch
+//      (gemm_refs.h); every candidate is printed, the best is the reference.
 #include "daemon_launcher.h"
+#include "gemm_refs.h"
 #include "raw_client.h"
 #include "stats.h"
 
 #include <neuron/futex.h>
 #include <neuron/neuron.h>
 
-#include <cblas.h>
+#include <blas_select.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,10 +135,11 @@ double copy_gbps(neuron_queue *dma, neuron_host_buffer *host, uint64_t dev, bool
 }
 
 struct MatmulResult {
-	double device_gflops, blas_gflops;
+	double device_gflops;
+	std::vector<bench::GemmRef> refs;
 };
 
-MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int n, int reps)
+MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, bench::GemmRefs &gemms, int n, int reps)
 {
 	const uint64_t bytes = uint64_t(n) * n * sizeof(float);
 	uint64_t a, b, out;
@@ -156,10 +161,10 @@ MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int
 	cmd.operands[2] = neuron_desc_contiguous(b, NEURON_DTYPE_F32, 2, sizes);
 	cmd.fscalars.f[0] = 1.0;
 	const double flop = 2.0 * n * double(n) * n;
-	// Device runs first, BLAS after: OpenBLAS's worker threads keep spinning for a
-	// while after each call, and would steal the daemon's second core if the two
-	// were interleaved. The first round of each warms it up.
-	std::vector<double> dev, blas;
+	// Device runs first, the references after: OpenBLAS's worker threads keep
+	// spinning for a while after each call, and would steal the daemon's second
+	// core if the two were interleaved. The first round of each warms it up.
+	std::vector<double> dev;
 	std::this_thread::sleep_for(std::chrono::milliseconds(300)); // let earlier BLAS workers idle
 	for (int r = 0; r < reps + 1; ++r) {
 		uint64_t seq;
@@ -169,15 +174,9 @@ MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int
 		if (r > 0)
 			dev.push_back(flop / double(monotonic_ns() - t0));
 	}
-	for (int r = 0; r < reps + 1; ++r) {
-		const uint64_t t0 = monotonic_ns();
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha.data(), n, hb.data(), n, 0.0f,
-			    hc.data(), n);
-		if (r > 0)
-			blas.push_back(flop / double(monotonic_ns() - t0));
-	}
-	// The device result must be the BLAS result, up to float rounding (same inputs;
-	// the device multiplies with its packed kernel, runtime/kernels/packed_gemm.h).
+	MatmulResult result{bench::median(dev), gemms.measure(n, ha.data(), hb.data(), hc.data(), reps)};
+	// The device result must be OpenBLAS's, up to float rounding (same inputs; the
+	// device multiplies with its packed kernel, runtime/kernels/packed_gemm.h).
 	std::vector<float> back(size_t(n) * n);
 	CHECK(neuron_memcpy_d2h(dma, back.data(), out, bytes));
 	for (size_t i = 0; i < back.size(); i += 997)
@@ -188,53 +187,13 @@ MatmulResult matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int
 	CHECK(neuron_free(c, 0, a));
 	CHECK(neuron_free(c, 0, b));
 	CHECK(neuron_free(c, 0, out));
-	return {bench::median(dev), bench::median(blas)};
+	return result;
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// Rows 1-3: command round trip, enqueue cost, copy bandwidth.
+void report_latency_and_copies(neuron_client *c, neuron_queue *core, neuron_queue *dma, neuron_queue *burst, bool quick)
 {
-	std::string neurond_path;
-	bool quick = false;
-	std::vector<std::string> daemon_args;
-	int threads = int(std::thread::hardware_concurrency());
-	for (int i = 1; i < argc; ++i) {
-		std::string a = argv[i];
-		if (a == "--neurond" && i + 1 < argc)
-			neurond_path = argv[++i];
-		else if (a == "--quick")
-			quick = true;
-		else if (a == "--daemon-arg" && i + 1 < argc)
-			daemon_args.push_back(argv[++i]);
-		else {
-			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--quick]\n");
-			return 2;
-		}
-	}
-	bench::DaemonLauncher daemon;
-	std::string socket;
-	if (!neurond_path.empty()) {
-		std::vector<std::string> args = {"--cores", "2", "--hbm-mib", "4096", "--threads-per-core",
-						  std::to_string(threads)};
-		args.insert(args.end(), daemon_args.begin(), daemon_args.end());
-		socket = daemon.start(neurond_path, args);
-		if (socket.empty())
-			return 1;
-	}
-	neuron_connect_options opts = {};
-	opts.socket_path = socket.empty() ? nullptr : socket.c_str();
-	opts.client_name = "bench-runtime";
-	neuron_client *c;
-	CHECK(neuron_connect(&opts, &c));
-	neuron_queue *core, *dma, *burst;
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 0, 0, &core));
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));
-	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 1, 16384, &burst));
-
 	const int iters = quick ? 2000 : 20000;
-	std::printf("bench-runtime: neurond + libneuron on the simulated chip, %d host threads per core\n\n", threads);
-	std::printf("%-44s %12s %12s %8s %s\n", "measure", "device", "reference", "ratio", "goal");
 
 	auto futex = futex_ping_pong(iters);
 	auto rt = command_round_trip(core, iters);
@@ -266,19 +225,97 @@ int main(int argc, char **argv)
 		    d2h / mc >= 0.8 ? ">= 0.8: met" : ">= 0.8: NOT met");
 	CHECK(neuron_free(c, 0, dev));
 	CHECK(neuron_host_free(host));
+}
 
-	openblas_set_num_threads(threads);
+// Row 4: fp32 matmul against the fastest GEMM on the host (gemm_refs.h).
+void report_matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int threads, const std::string &python,
+		   bool quick)
+{
+	bench::GemmRefs gemms(threads, python, BENCH_TORCH_HELPER);
+	std::printf("\nfp32 matmul references (%d threads; the fastest is the reference):\n", threads);
+	for (const auto &line : gemms.describe())
+		std::printf("  %s\n", line.c_str());
 	std::vector<int> sizes = quick ? std::vector<int>{1024} : std::vector<int>{1024, 2048, 4096};
 	for (int n : sizes) {
 		// Medians of more runs for the short products (~5 ms at 1024): one host
 		// hiccup of a few ms is a large part of one run.
-		const auto m = matmul(c, core, dma, n, n >= 4096 ? 3 : n >= 2048 ? 5 : 15);
-		const double r = m.device_gflops / m.blas_gflops;
-		char label[64];
-		std::snprintf(label, sizeof(label), "fp32 matmul %d (vs cblas_sgemm)", n);
-		std::printf("%-44s %6.1fGFLOP/s %6.1fGFLOP/s %6.2f %s\n", label, m.device_gflops, m.blas_gflops, r,
+		const auto m = matmul(c, core, dma, gemms, n, n >= 4096 ? 3 : n >= 2048 ? 5 : 15);
+		for (const auto &ref : m.refs) {
+			if (ref.gflops > 0)
+				std::printf("  %-42s %12s %6.1fGFLOP/s\n", ref.name.c_str(), "", ref.gflops);
+			else
+				std::printf("  %-42s %12s %12s (%s)\n", ref.name.c_str(), "", "-", ref.note.c_str());
+		}
+		const bench::GemmRef *best = bench::fastest(m.refs);
+		if (!best) {
+			std::fprintf(stderr, "bench-runtime: no GEMM reference ran\n");
+			std::exit(1);
+		}
+		const double r = m.device_gflops / best->gflops;
+		char label[96];
+		const std::string who = best->name.substr(0, best->name.find(' '));
+		std::snprintf(label, sizeof(label), "fp32 matmul %d (vs the fastest: %s)", n, who.c_str());
+		std::printf("%-44s %6.1fGFLOP/s %6.1fGFLOP/s %6.2f %s\n", label, m.device_gflops, best->gflops, r,
 			    r >= 0.9 ? ">= 0.9: met" : ">= 0.9: NOT met");
 	}
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	// Before any thread starts: the BLAS kernel set (blas_select.h).
+	neuron::kernels::select_blas();
+	std::string neurond_path, python = "python3";
+	bool quick = false, matmul_only = false;
+	std::vector<std::string> daemon_args;
+	int threads = int(std::thread::hardware_concurrency());
+	for (int i = 1; i < argc; ++i) {
+		std::string a = argv[i];
+		if (a == "--neurond" && i + 1 < argc)
+			neurond_path = argv[++i];
+		else if (a == "--quick")
+			quick = true;
+		else if (a == "--matmul")
+			matmul_only = true;
+		else if (a == "--daemon-arg" && i + 1 < argc)
+			daemon_args.push_back(argv[++i]);
+		else if (a == "--python" && i + 1 < argc)
+			python = argv[++i];
+		else {
+			std::fprintf(stderr, "usage: bench-runtime [--neurond PATH [--daemon-arg ARG]...] [--python PATH] "
+					     "[--matmul] [--quick]\n"
+					     "  --matmul       only the fp32 matmul rows\n"
+					     "  --python PATH  interpreter for the PyTorch matmul reference (default python3; "
+					     "'' skips it)\n");
+			return 2;
+		}
+	}
+	bench::DaemonLauncher daemon;
+	std::string socket;
+	if (!neurond_path.empty()) {
+		std::vector<std::string> args = {"--cores", "2", "--hbm-mib", "4096", "--threads-per-core",
+						  std::to_string(threads)};
+		args.insert(args.end(), daemon_args.begin(), daemon_args.end());
+		socket = daemon.start(neurond_path, args);
+		if (socket.empty())
+			return 1;
+	}
+	neuron_connect_options opts = {};
+	opts.socket_path = socket.empty() ? nullptr : socket.c_str();
+	opts.client_name = "bench-runtime";
+	neuron_client *c;
+	CHECK(neuron_connect(&opts, &c));
+	neuron_queue *core, *dma, *burst;
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 0, 0, &core));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_DMA, 0, 0, &dma));
+	CHECK(neuron_queue_create(c, 0, NEURON_QUEUE_CORE, 1, 16384, &burst));
+
+	std::printf("bench-runtime: neurond + libneuron on the simulated chip, %d host threads per core\n\n", threads);
+	std::printf("%-44s %12s %12s %8s %s\n", "measure", "device", "reference", "ratio", "goal");
+	if (!matmul_only)
+		report_latency_and_copies(c, core, dma, burst, quick);
+	report_matmul(c, core, dma, threads, python, quick);
 	// The tiles those matmuls were cut into: the preemption bound a waiting tenant
 	// would have seen (tiles are the same size alone or contended; alone they only
 	// follow each other without a trip through the scheduler).

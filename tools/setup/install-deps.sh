@@ -13,7 +13,8 @@ apt_packages=(
 	build-essential pkg-config        # compilers; pkg-config lookups in Meson
 	libboost-dev libboost-system-dev  # Boost.Asio: neurond's socket and signal loop
 	protobuf-compiler libprotobuf-dev # the control-plane messages
-	libopenblas-dev                   # GEMM for thin products, non-AVX-512 hosts; the benchmark reference
+	libopenblas-dev                   # GEMM for thin products, non-AVX-512 hosts; a benchmark reference
+	libblis4-pthread                  # BLIS: a second GEMM reference for bench-runtime (loaded with dlopen)
 	libcriterion-dev                  # C/C++ test suites
 	nlohmann-json3-dev                # neuron-ls -j and other JSON output
 	libcli11-dev                      # command-line and config-file parsing

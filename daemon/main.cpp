@@ -43,28 +43,20 @@ backend::BackendOptions backend_options(const Config &config)
 	return o;
 }
 
-// One line for the choice, one per device; and where the driver decides what the
-// devices are, say so when the flags disagree.
-void log_backend(const backend::DeviceBackend &devices, const std::string &reason, const Config &config)
+// One line for the choice (and what of the options does not apply to it), one per
+// device.
+void log_backend(const backend::DeviceBackend &devices, const backend::Selected &selected)
 {
-	NLOG_INFO("backend", std::string("backend=") + devices.name() + " reason=\"" + reason + "\" devices=" +
+	NLOG_INFO("backend", std::string("backend=") + devices.name() + " reason=\"" + selected.reason + "\" devices=" +
 				     std::to_string(devices.device_count()));
+	if (!selected.warning.empty())
+		NLOG_WARN("backend.settings", std::string("backend=") + devices.name() + ": " + selected.warning);
 	for (uint32_t d = 0; d < devices.device_count(); ++d) {
 		const backend::DeviceInfo i = devices.describe(d);
 		NLOG_INFO("device.up", "device=" + std::to_string(d) + " backend=" + devices.name() + " node=" + i.node +
 					       " profile=" + i.profile + " cores=" + std::to_string(i.cores) +
 					       " hbm_bytes=" + std::to_string(i.hbm_bytes));
 	}
-	if (std::string(devices.name()) != "kmd" || devices.device_count() == 0)
-		return;
-	const backend::DeviceInfo first = devices.describe(0);
-	if (config.devices != devices.device_count() || (config.cores && config.cores != first.cores) ||
-	    (config.hbm_mib && (config.hbm_mib << 20) != first.hbm_bytes) || config.profile != first.profile)
-		NLOG_WARN("backend.settings",
-			  "backend=kmd: --devices/--profile/--cores/--hbm-mib do not apply; the driver has " +
-				  std::to_string(devices.device_count()) + " " + first.profile + " device(s) with " +
-				  std::to_string(first.cores) + " cores and " + std::to_string(first.hbm_bytes >> 20) +
-				  " MiB HBM (set them with neuron.ko's module parameters)");
 }
 
 } // namespace
@@ -84,8 +76,8 @@ int main(int argc, char **argv)
 	std::signal(SIGPIPE, SIG_IGN);
 
 	try {
-		// Before the devices: a second daemon must not take the driver's engine
-		// (kmd backend) from the first only to find the socket taken.
+		// Before the devices: a second daemon must not take the devices (the
+		// driver's compute engine) from the first only to find the socket taken.
 		if (socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
 		const backend::BackendOptions options = backend_options(config);
@@ -96,7 +88,7 @@ int main(int argc, char **argv)
 		openblas_set_num_threads(options.engines.threads);
 		backend::Selected selected = backend::open_backend(options);
 		backend::DeviceBackend &devices = *selected.backend;
-		log_backend(devices, selected.reason, config);
+		log_backend(devices, selected);
 		boost::asio::io_context io;
 		Server server(io, devices, config);
 		devices.start();

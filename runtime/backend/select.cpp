@@ -30,12 +30,33 @@ std::unique_ptr<DeviceBackend> make_emu(const BackendOptions &o)
 	return std::make_unique<emu::EmuBackend>(*profile, o.devices, o.engines);
 }
 
+// With kmd the driver decides what the devices are: say so when the options disagree.
+std::string kmd_mismatch(const DeviceBackend &b, const BackendOptions &o)
+{
+	if (b.device_count() == 0)
+		return {};
+	const DeviceInfo first = b.describe(0);
+	if (o.devices == b.device_count() && (!o.cores || o.cores == first.cores) &&
+	    (!o.hbm_mib || (o.hbm_mib << 20) == first.hbm_bytes) && o.profile == first.profile)
+		return {};
+	return "--devices/--profile/--cores/--hbm-mib do not apply; the driver has " + std::to_string(b.device_count()) +
+	       " " + first.profile + " device(s) with " + std::to_string(first.cores) + " cores and " +
+	       std::to_string(first.hbm_bytes >> 20) + " MiB HBM (set them with neuron.ko's module parameters)";
+}
+
+Selected with_kmd(std::unique_ptr<DeviceBackend> b, std::string reason, const BackendOptions &o)
+{
+	Selected s{std::move(b), std::move(reason), {}};
+	s.warning = kmd_mismatch(*s.backend, o);
+	return s;
+}
+
 } // namespace
 
 Selected open_backend(const BackendOptions &o)
 {
 	if (o.kind == "emu")
-		return {make_emu(o), "--backend emu"};
+		return {make_emu(o), "--backend emu", {}};
 	if (o.kind != "kmd" && o.kind != "auto")
 		throw std::runtime_error("unknown backend " + o.kind + " (emu, kmd or auto)");
 	std::vector<std::string> skipped;
@@ -47,18 +68,18 @@ Selected open_backend(const BackendOptions &o)
 			throw std::runtime_error("--backend kmd: " + why_none +
 						 "; load the driver (driver/README.md) or run with --backend emu");
 		try {
-			return {std::make_unique<kmd::KmdBackend>(nodes, o.engines), "--backend kmd"};
+			return with_kmd(std::make_unique<kmd::KmdBackend>(nodes, o.engines), "--backend kmd", o);
 		} catch (const std::exception &e) {
 			throw std::runtime_error(std::string("--backend kmd: ") + e.what());
 		}
 	}
 	if (nodes.empty())
-		return {make_emu(o), "auto: " + why_none};
+		return {make_emu(o), "auto: " + why_none, {}};
 	try {
-		return {std::make_unique<kmd::KmdBackend>(nodes, o.engines),
-			"auto: " + nodes.front().path + " is driver neuron"};
+		return with_kmd(std::make_unique<kmd::KmdBackend>(nodes, o.engines),
+				"auto: " + nodes.front().path + " is driver neuron", o);
 	} catch (const std::exception &e) {
-		return {make_emu(o), std::string("auto: the neuron driver is present but unusable: ") + e.what()};
+		return {make_emu(o), std::string("auto: the neuron driver is present but unusable: ") + e.what(), {}};
 	}
 }
 

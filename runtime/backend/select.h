@@ -23,7 +23,8 @@ struct BackendOptions {
 
 struct Selected {
 	std::unique_ptr<DeviceBackend> backend;
-	std::string reason; // why this backend ("--backend emu", "auto: /dev/accel/accel0 is driver neuron", ...)
+	std::string reason;  // why this backend ("--backend emu", "auto: /dev/accel/accel0 is driver neuron", ...)
+	std::string warning; // options that do not apply to it, or empty
 };
 
 // Throws std::runtime_error with a readable reason when the requested backend

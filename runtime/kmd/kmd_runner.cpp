@@ -95,10 +95,12 @@ void add_bos(const neuron_cmd &cmd, const gate::Operands &ops, std::vector<JobBo
 			continue; // no bytes
 		const bool out = k < written;
 		auto it = std::find_if(bos->begin(), bos->end(), [&](const JobBo &b) { return b.handle == h; });
-		if (it == bos->end())
+		if (it == bos->end()) {
 			bos->push_back({h, !out, out});
-		else
-			it->read |= !out, it->write |= out;
+			continue;
+		}
+		it->read |= !out;
+		it->write |= out;
 	}
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "neurond_process.h"
+#include "test_time.h"
 
 #include <criterion/criterion.h>
 #include <neuron/neuron.h>
@@ -15,8 +16,8 @@
 
 namespace dt {
 
-// Generous: the machine is a loaded 2-core box.
-inline constexpr int64_t kWaitNs = 30'000'000'000;
+// Generous: the machine is a loaded 2-core box (scaled in a TCG guest: test_time.h).
+inline const int64_t kWaitNs = neuron::test::wait_ns(30'000'000'000);
 
 // The daemon of the running test (started by daemon_up).
 extern neuron::test::NeurondProcess *g_daemon;

@@ -93,7 +93,7 @@ chmod +x "$IRD/bin/neurond-kmd"
 } >"$IRD/daemon-suite.env"
 cp "$HERE/guest-init-daemon.sh" "$IRD/init"
 chmod +x "$IRD/init"
-for a in chmod rmmod insmod mktemp rm date env id kill ps; do ln -sf busybox "$IRD/bin/$a"; done
+for a in chmod rmmod insmod mktemp rm date env id kill ps pidof sleep; do ln -sf busybox "$IRD/bin/$a"; done
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$SUITE_WORK/initramfs.gz"
 say "initramfs $(du -h "$SUITE_WORK/initramfs.gz" | cut -f1)"
 

@@ -34,6 +34,8 @@ if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20
 	# Tiles sized for TCG (where a host's 0.3 ms tile takes tens of ms): a quarter
 	# of neurond's default budgets, unless a test sets its own.
 	export NEURON_TEST_DAEMON_ARGS="--tile-macs 4194304 --tile-elements 131072"
+	# "Not hung" bounds of the suites' waits, likewise (tests/common/test_time.h).
+	export NEURON_TEST_WAIT_SCALE=4
 	# kill9's reclaim bound (100 ms at host speed) scaled for TCG: a command
 	# running when the tenant dies runs many times slower here.
 	export NEURON_TEST_RECLAIM_BOUND_MS=1000
@@ -79,6 +81,9 @@ if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20
 				sed "s/^/# bench $b: /"
 		done
 	fi
+	# Every daemon the suites started has exited (a benchmark that failed may leave
+	# one behind for a moment).
+	for i in 1 2 3 4 5 6 7 8 9 10; do pidof neurond >/dev/null 2>&1 || break; sleep 1; done
 	if rmmod neuron; then
 		echo "PASS: daemon_module_unload_after_suites"
 	else

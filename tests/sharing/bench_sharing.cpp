@@ -280,14 +280,14 @@ int main(int argc, char **argv)
 	std::fprintf(stderr, "bench-sharing: phase reclaim latency\n");
 	// 1. Reclaim latency under the saturating trainer (it runs on the lent core).
 	std::vector<double> rec_ms;
-	int late = 0;
 	for (int i = 0; i < reps; ++i) {
 		bool l = false;
 		if (i > 0)
 			lend();
 		std::this_thread::sleep_for(std::chrono::milliseconds(15));
-		rec_ms.push_back(double(reclaim(50, &l)) / 1e6);
-		late += l;
+		// A deadline far past any tile, so that every reclaim is measured; "late"
+		// below is against the goal (1 ms on emu, 3 tile times on kmd).
+		rec_ms.push_back(double(reclaim(60000, &l)) / 1e6);
 	}
 
 	std::fprintf(stderr, "bench-sharing: phase inference latency\n");
@@ -310,10 +310,12 @@ int main(int argc, char **argv)
 
 	const double p99 = pct(rec_ms, 0.99);
 	const bool emu = backend == "emu";
-	std::printf("%-58s %10.3fms %12s %8s %s\n", "reclaim latency p50 under a saturating trainer", pct(rec_ms, 0.5), "-", "-", "");
-	std::printf("%-58s %10.3fms %12s %8s %s (late: %d of %d)\n", "reclaim latency p99 under a saturating trainer", p99, "-", "-",
-		    !emu ? "" : p99 <= 1.0 ? "<= 1 ms: met" : "<= 1 ms: NOT met", late, reps);
 	const double tile_ms = double(tile_p99) / 1e6;
+	const double bound_ms = emu ? 1.0 : 3 * tile_ms;
+	const long late = std::count_if(rec_ms.begin(), rec_ms.end(), [&](double ms) { return ms > bound_ms; });
+	std::printf("%-58s %10.3fms %12s %8s %s\n", "reclaim latency p50 under a saturating trainer", pct(rec_ms, 0.5), "-", "-", "");
+	std::printf("%-58s %10.3fms %12s %8s %s (over it: %ld of %d)\n", "reclaim latency p99 under a saturating trainer",
+		    p99, "-", "-", !emu ? "" : p99 <= 1.0 ? "<= 1 ms: met" : "<= 1 ms: NOT met", late, reps);
 	std::printf("%-58s %10.3fms %10.3fms %8.2f %s\n", "reclaim latency p99 in tile times (vs tile p99)", p99, tile_ms,
 		    p99 / tile_ms, p99 / tile_ms <= 3.0 ? "<= 3 tiles: met" : "<= 3 tiles: NOT met");
 	const double ib = pct(beside, 0.99), ia = pct(alone, 0.99);

@@ -14,7 +14,7 @@ using namespace neuron;
 
 namespace {
 std::unique_ptr<test::NeurondProcess> g_daemon;
-constexpr int64_t kWaitNs = 60'000'000'000;
+const int64_t kWaitNs = test::wait_ns(60'000'000'000);
 } // namespace
 
 std::vector<std::string> settings(std::vector<std::string> extra)

@@ -5,6 +5,7 @@
 
 #include "neurond_process.h"
 #include "raw_client.h"
+#include "test_time.h"
 
 #include <criterion/criterion.h>
 #include <neuron/neuron.h>

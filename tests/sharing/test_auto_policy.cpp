@@ -53,7 +53,7 @@ Test(auto_policy, reacts_to_a_load_step_both_ways, .fini = down, .timeout = 120)
 	}
 	cr_assert(reclaimed, "the inference load step did not make the policy reclaim");
 	std::printf("auto policy: load step reclaimed the cores after %.0f ms\n", (now_ns() - t0) / 1e6);
-	cr_assert(neuron_queue_wait(infer.cores[0], last, 60'000'000'000) == NEURON_OK);
+	cr_assert(neuron_queue_wait(infer.cores[0], last, test::wait_ns(60'000'000'000)) == NEURON_OK);
 	// The step ends: lent again after the hold time.
 	cr_assert(wait_lent(2, 5000, &took), "inference went idle again but the cores were not lent (lent %u)", lent_now());
 	std::printf("auto policy: load gone, lent again after %.0f ms\n", took / 1e6);

@@ -116,8 +116,8 @@ Test(lend_reclaim, results_exact_while_rebinding, .fini = down, .timeout = 120)
 	mm.operands[2] = neuron_desc_contiguous(db, NEURON_DTYPE_F32, 2, sz);
 	mm.fscalars.f[0] = 1.0;
 	cr_assert(neuron_submit(t.cores[0], &mm, nullptr) == NEURON_OK);
-	cr_assert(neuron_queue_sync(t.cores[0], 60'000'000'000) == NEURON_OK, "sync: %s", neuron_last_error());
-	cr_assert(neuron_queue_sync(t.cores[1], 60'000'000'000) == NEURON_OK, "sync: %s", neuron_last_error());
+	cr_assert(neuron_queue_sync(t.cores[0], test::wait_ns(60'000'000'000)) == NEURON_OK, "sync: %s", neuron_last_error());
+	cr_assert(neuron_queue_sync(t.cores[1], test::wait_ns(60'000'000'000)) == NEURON_OK, "sync: %s", neuron_last_error());
 	done.store(true);
 	toggler.join();
 	std::vector<float> hx(n), hy(n), hc(m * m);

@@ -132,7 +132,7 @@ Test(physical_cores, tenant_telemetry_is_real, .fini = down, .timeout = 240)
 	const neuron_cmd mm = matmul_cmd(c, a, b, n);
 	for (int i = 0; i < 20; ++i)
 		cr_assert(neuron_submit(t.cores[0], &mm, nullptr) == NEURON_OK, "submit: %s", neuron_last_error());
-	cr_assert(neuron_queue_sync(t.cores[0], 120'000'000'000) == NEURON_OK, "sync: %s", neuron_last_error());
+	cr_assert(neuron_queue_sync(t.cores[0], test::wait_ns(120'000'000'000)) == NEURON_OK, "sync: %s", neuron_last_error());
 	bool found = false;
 	const auto list = tenants();
 	for (const auto &ti : list.tenants()) {

@@ -72,7 +72,7 @@ Test(preemption, inference_goes_first_at_tile_boundaries, .fini = down, .timeout
 		const uint64_t t0 = now_ns();
 		uint64_t seq;
 		cr_assert(neuron_submit(infer.cores[0], &c, &seq) == NEURON_OK);
-		cr_assert(neuron_queue_wait(infer.cores[0], seq, 30'000'000'000) == NEURON_OK);
+		cr_assert(neuron_queue_wait(infer.cores[0], seq, test::wait_ns(30'000'000'000)) == NEURON_OK);
 		us.push_back(double(now_ns() - t0) / 1000.0);
 		sleep_ms(3);
 	}

@@ -71,6 +71,6 @@ Test(tenant_exit, killed_while_holding_borrowed_cores, .fini = down, .timeout = 
 	const neuron_cmd c = fill_cmd(buf, 1024, 5.0);
 	uint64_t seq;
 	cr_assert(neuron_submit(infer.cores[0], &c, &seq) == NEURON_OK);
-	cr_assert(neuron_queue_wait(infer.cores[0], seq, 10'000'000'000) == NEURON_OK, "inference works");
+	cr_assert(neuron_queue_wait(infer.cores[0], seq, test::wait_ns(10'000'000'000)) == NEURON_OK, "inference works");
 	infer.close();
 }

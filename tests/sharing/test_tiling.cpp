@@ -41,7 +41,7 @@ void run(Tenant &t, const neuron_cmd &c, const char *what)
 {
 	uint64_t seq;
 	cr_assert(neuron_submit(t.cores[0], &c, &seq) == NEURON_OK, "%s: %s", what, neuron_last_error());
-	cr_assert(neuron_queue_wait(t.cores[0], seq, 60'000'000'000) == NEURON_OK, "%s: %s", what, neuron_last_error());
+	cr_assert(neuron_queue_wait(t.cores[0], seq, test::wait_ns(60'000'000'000)) == NEURON_OK, "%s: %s", what, neuron_last_error());
 }
 
 std::vector<float> ramp(size_t n, int mul, int mod)
@@ -154,8 +154,8 @@ Test(tiling, k_chains_on_three_threads_with_tenants_taking_turns_are_exact, .fin
 		cr_assert(neuron_submit(a.cores[0], &ma.cmd, &sa) == NEURON_OK, "%s", neuron_last_error());
 		cr_assert(neuron_submit(b.cores[0], &mb.cmd, &sb) == NEURON_OK, "%s", neuron_last_error());
 	}
-	cr_assert(neuron_queue_wait(a.cores[0], sa, 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
-	cr_assert(neuron_queue_wait(b.cores[0], sb, 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
+	cr_assert(neuron_queue_wait(a.cores[0], sa, test::wait_ns(60'000'000'000)) == NEURON_OK, "%s", neuron_last_error());
+	cr_assert(neuron_queue_wait(b.cores[0], sb, test::wait_ns(60'000'000'000)) == NEURON_OK, "%s", neuron_last_error());
 	const uint64_t tiles = tiles_so_far() - before;
 	cr_assert(tiles >= 2 * runs * 300, "the matmuls ran as %llu tiles", (unsigned long long)tiles);
 	const std::vector<double> ref = ma.expected(runs);
@@ -214,7 +214,7 @@ Test(tiling, packed_blocks_are_shared_by_tiles_and_dropped_between_commands, .fi
 			cr_assert(neuron_submit(runs[r].t.cores[0], &runs[r].cmd, &seq[r]) == NEURON_OK, "%s",
 				  neuron_last_error());
 		for (int r = 0; r < 2; ++r)
-			cr_assert(neuron_queue_wait(runs[r].t.cores[0], seq[r], 60'000'000'000) == NEURON_OK, "%s",
+			cr_assert(neuron_queue_wait(runs[r].t.cores[0], seq[r], test::wait_ns(60'000'000'000)) == NEURON_OK, "%s",
 				  neuron_last_error());
 		cr_assert(tiles_so_far() - before >= 2 * 40, "round %d ran as %llu tiles", round,
 			  (unsigned long long)(tiles_so_far() - before));
@@ -335,7 +335,7 @@ Test(tiling, bf16_and_f16_sums_and_matmuls_keep_f32_partials, .fini = down, .tim
 	for (int r = 0; r < 2; ++r)
 		cr_assert(neuron_submit(t[r].cores[0], &mm[r], &seq[r]) == NEURON_OK, "%s", neuron_last_error());
 	for (int r = 0; r < 2; ++r)
-		cr_assert(neuron_queue_wait(t[r].cores[0], seq[r], 60'000'000'000) == NEURON_OK, "%s", neuron_last_error());
+		cr_assert(neuron_queue_wait(t[r].cores[0], seq[r], test::wait_ns(60'000'000'000)) == NEURON_OK, "%s", neuron_last_error());
 	cr_assert(tiles_so_far() - before >= 2 * 100, "the bf16 matmuls ran as %llu tiles",
 		  (unsigned long long)(tiles_so_far() - before));
 	for (int r = 0; r < 2; ++r) {
@@ -589,7 +589,7 @@ Test(tiling, one_dim_indexing_runs_as_an_ordered_chain, .fini = down, .timeout =
 		const neuron_cmd c = op(NEURON_OP_INDEX_ADD, dout, M, dbad, N, dsrc, N, NEURON_DTYPE_F32);
 		uint64_t seq;
 		cr_assert(neuron_submit(t.cores[0], &c, &seq) == NEURON_OK, "%s", neuron_last_error());
-		cr_assert(neuron_queue_wait(t.cores[0], seq, 60'000'000'000) == NEURON_ERR_FAULT,
+		cr_assert(neuron_queue_wait(t.cores[0], seq, test::wait_ns(60'000'000'000)) == NEURON_ERR_FAULT,
 			  "a bad index in the last chunk did not fault the command");
 		neuron_fault f;
 		cr_assert(neuron_queue_fault(t.cores[0], &f) == NEURON_OK);
@@ -897,10 +897,10 @@ Test(tiling, reclaim_under_formerly_untiled_ops_meets_deadline, .fini = down, .t
 			for (uint64_t i = 0; !stop.load(); ++i) {
 				if (neuron_submit(train.cores[q], &ops[q * 2 + i % 2], &seq) != NEURON_OK)
 					return;
-				if (seq > 2 && neuron_queue_wait(train.cores[q], seq - 2, 60'000'000'000) != NEURON_OK)
+				if (seq > 2 && neuron_queue_wait(train.cores[q], seq - 2, test::wait_ns(60'000'000'000)) != NEURON_OK)
 					return;
 			}
-			neuron_queue_wait(train.cores[q], seq, 60'000'000'000);
+			neuron_queue_wait(train.cores[q], seq, test::wait_ns(60'000'000'000));
 		});
 	wait_for_tiles(16);
 	std::vector<double> ms;

@@ -42,6 +42,10 @@ Range positions(const neuron_cmd &cmd, uint64_t count)
 // share one shape).
 template <int N, class F> void walk_positions(const View *const (&v)[N], uint64_t b, uint64_t e, F &&f)
 {
+	// An empty range may come with a zero-sized dimension: nothing to walk,
+	// and the coordinate split below would divide by zero.
+	if (b >= e)
+		return;
 	const int nd = v[0]->ndim;
 	const int64_t *size = v[0]->sizes;
 	int64_t coord[NEURON_MAX_DIMS] = {};

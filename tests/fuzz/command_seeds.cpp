@@ -171,6 +171,10 @@ int main(int argc, char **argv)
 		}
 		write(dir, "rng" + std::to_string(dist), 0, rng);
 	}
+	// A zero-sized dimension once divided by zero splitting positions.
+	auto rng_empty = make(NEURON_OP_RNG, {desc(A, F, {0, 9})});
+	rng_empty.fscalars.f[1] = 1.0;
+	write(dir, "rng_empty", 0, rng_empty);
 	auto dropout = make(NEURON_OP_DROPOUT, {desc(A, F, {6, 5}), desc(A + 4096, Bool, {6, 5}), desc(B, F, {6, 5})});
 	dropout.fscalars.f[0] = 2.0;
 	dropout.fscalars.f[1] = 0.5;

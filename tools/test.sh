@@ -50,8 +50,9 @@ run_meson_tests() { # label builddir [meson test args...]
 	record "$label" "$p" "$f"
 }
 
-step "Installing dependencies (Debian packages, Meson from PyPI) if missing"
+step "Installing dependencies (Debian packages; Meson, pytest and PyTorch's CPU build from PyPI into .venv) if missing"
 bash tools/setup/install-deps.sh --test || { echo "dependency installation failed"; exit 1; }
+. tools/setup/use-venv.sh --torch || { echo "the Python environment (.venv) could not be set up"; exit 1; }
 
 step "Building (build/)"
 [[ -f build/build.ninja ]] || meson setup build >/dev/null || exit 1

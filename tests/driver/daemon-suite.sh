@@ -23,6 +23,8 @@ set -uo pipefail
 # shellcheck source=qemu-boot.sh
 . "$(dirname "${BASH_SOURCE[0]}")/qemu-boot.sh"
 suite_args daemon "$@"
+# meson and ninja from the stack's virtual environment (tools/setup/python-env.sh).
+. "$ROOT/tools/setup/use-venv.sh" || { result_fail daemon_build "the Python environment (.venv) could not be set up"; exit 0; }
 
 # The suites that run in the guest (tests/daemon/meson.build's names).
 SUITES=${NEURON_DAEMON_SUITES:-"e2e-ops isolation malformed-control malformed-ring lifecycle kill9 kmd-backend"}

@@ -6,7 +6,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 export NEURON_DAEMON=${NEURON_DAEMON:-$root/build/daemon/neurond}
 cd "$root"
-python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+# pytest, torch (CPU build) and the build tools come from the stack's virtual
+# environment (.venv; tools/setup/python-env.sh).
+. tools/setup/use-venv.sh --torch || exit 1
 # Build and install the plugin first (idempotent, incremental).
 if ! bash torch_plugin/build.sh >build/torch-plugin-build.log 2>&1; then
 	tail -n 40 build/torch-plugin-build.log

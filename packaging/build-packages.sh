@@ -108,7 +108,7 @@ if [ "$wheel" = 1 ]; then
 	# shellcheck source=../tools/setup/use-venv.sh
 	. "$root/tools/setup/use-venv.sh" --torch
 	obj=$(ls -d "$src"/obj-*)
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 python3 -m pip wheel --no-build-isolation --no-deps -w "$out" \
+	PATH=/usr/lib/ccache:$PATH TORCH_DEVICE_BACKEND_AUTOLOAD=0 python3 -m pip wheel --no-build-isolation --no-deps -w "$out" \
 		-Cbuild-dir="$stage/wheel-build" -Csetup-args=-Dneuron_build="$obj" \
 		-Csetup-args=-Dbundle_libneuron=false -Ccompile-args=-j"${NEURON_BUILD_JOBS:-2}" \
 		"$src/torch_plugin" >>"$out/build.log" 2>&1 ||

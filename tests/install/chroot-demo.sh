@@ -36,12 +36,14 @@ finish() {
 need_debs mmdebstrap
 
 # --- the stock root filesystem -------------------------------------------------------
-key=$(files_hash "$INSTALL_TESTS/chroot-demo.sh")
+# The recipe is the cache key: change it and the root filesystem is built anew.
+ROOTFS_RECIPE=(--mode=root --variant=minbase --include=python3,git,ccache bookworm)
+key=$(echo "${ROOTFS_RECIPE[*]} $DEBIAN_MIRROR" | sha256sum | cut -c1-16)
 base=$CI_CACHE/images/chroot-$key
 if ! cache_ready "$base"; then
 	cache_begin "$base"
 	say "mmdebstrap: Debian 12 minbase + python3, git (+ ccache for the harness) into $base/rootfs"
-	mmdebstrap --mode=root --variant=minbase --include=python3,git,ccache bookworm "$base/rootfs" \
+	mmdebstrap "${ROOTFS_RECIPE[@]}" "$base/rootfs" \
 		"deb $DEBIAN_MIRROR bookworm main" >"$base/mmdebstrap.log" 2>&1 ||
 		{ tail -20 "$base/mmdebstrap.log"; fail rootfs_built; finish; }
 	cache_done "$base"
@@ -58,11 +60,17 @@ binds=""
 for d in /opt/wheels /opt/pypi /opt/pypi-more; do
 	[ -d "$d" ] && binds+="mkdir -p \$R$d && mount --bind -o ro $d \$R$d; "
 done
-pipconf=""
-for f in "$HOME/.config/pip/pip.conf" "${PIP_CONFIG_FILE:-}"; do
-	[ -n "$f" ] && [ -f "$f" ] && pipconf=$f
+# pip's configuration (global, and root's: the chroot runs as root) and the CA
+# bundles it names: the machine's registries are reached the way the host reaches them.
+bind_file() { # host-file chroot-path
+	binds+="mkdir -p \$R$(dirname "$2") && touch \$R$2 && mount --bind -o ro $1 \$R$2; "
+}
+[ -f /etc/pip.conf ] && bind_file /etc/pip.conf /etc/pip.conf
+[ -f "$HOME/.config/pip/pip.conf" ] && bind_file "$HOME/.config/pip/pip.conf" /root/.config/pip/pip.conf
+[ -n "${PIP_CONFIG_FILE:-}" ] && [ -f "$PIP_CONFIG_FILE" ] && bind_file "$PIP_CONFIG_FILE" /etc/pip.conf
+for ca in $(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null | sed -n 's/^ *cert *= *//p' | sort -u); do
+	[ -f "$ca" ] && bind_file "$ca" "$ca"
 done
-[ -n "$pipconf" ] && binds+="touch \$R/etc/pip.conf && mount --bind -o ro $pipconf \$R/etc/pip.conf; "
 
 say "running '$COMMAND' in the chroot (log: $WORK/run.log)"
 t0=$(date +%s)

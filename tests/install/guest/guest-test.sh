@@ -128,9 +128,13 @@ check torch_script_as_group_member as_user alice "$VENV/bin/python" "$T/torch_ch
 
 step "metrics"
 check monitor_socket_active systemctl is-active neuron-monitor.socket
-as_user alice neuron-demo --size 256 --linger 8 >/tmp/linger.log 2>&1 &
+as_user alice neuron-demo --size 256 --linger 30 >/tmp/linger.log 2>&1 &
 linger=$!
-sleep 3
+# Scrape while the tenant is connected (TCG is slow to start it).
+for _ in $(seq 60); do
+	neuron-ls -j | grep -q '"tenant_id"' && break
+	sleep 1
+done
 check metrics_parse_with_tenant "$T/metrics_check.py" --expect-tenant --out /tmp/metrics-1.txt
 wait $linger
 as_user dave neuronctl lend --count 1 >/tmp/lend.log 2>&1 && as_user dave neuronctl reclaim --deadline-ms 100 >>/tmp/lend.log 2>&1

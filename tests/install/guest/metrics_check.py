@@ -3,7 +3,7 @@
 the text with prometheus_client's parser (Debian's python3-prometheus-client): every
 family the README lists is there, typed, and holds what the host's state implies.
 
-  metrics_check.py [--expect-tenant] [--expect-reclaim] [--out FILE]
+  metrics_check.py [--expect-tenant] [--expect-reclaim] [--out FILE] [--url URL] [--backend kmd|emu]
 """
 import argparse
 import sys
@@ -44,8 +44,10 @@ def main():
     ap.add_argument("--expect-tenant", action="store_true")
     ap.add_argument("--expect-reclaim", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--url", default="http://127.0.0.1:9641/metrics")
+    ap.add_argument("--backend", default="kmd")
     args = ap.parse_args()
-    with urllib.request.urlopen("http://127.0.0.1:9641/metrics", timeout=60) as r:
+    with urllib.request.urlopen(args.url, timeout=60) as r:
         ctype = r.headers.get("Content-Type", "")
         text = r.read().decode()
     if args.out:
@@ -61,7 +63,7 @@ def main():
 
     assert samples("neuron_up")[0].value == 1, "neuron_up is not 1"
     info = samples("neuron_device_info")
-    assert info and all(s.labels["backend"] == "kmd" for s in info), f"device info: {info}"
+    assert info and all(s.labels["backend"] == args.backend for s in info), f"device info: {info}"
     cores = samples("neuron_device_cores")[0].value
     assert len(samples("neuron_core_busy_seconds", "_total")) == cores, "one busy counter per core"
     assert sum(s.value for s in samples("neuron_core_busy_seconds", "_total")) > 0, "no core time (the demo ran)"

@@ -68,9 +68,14 @@ bind_file() { # host-file chroot-path
 [ -f /etc/pip.conf ] && bind_file /etc/pip.conf /etc/pip.conf
 [ -f "$HOME/.config/pip/pip.conf" ] && bind_file "$HOME/.config/pip/pip.conf" /root/.config/pip/pip.conf
 [ -n "${PIP_CONFIG_FILE:-}" ] && [ -f "$PIP_CONFIG_FILE" ] && bind_file "$PIP_CONFIG_FILE" /etc/pip.conf
-for ca in $(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null | sed -n 's/^ *cert *= *//p' | sort -u); do
-	[ -f "$ca" ] && bind_file "$ca" "$ca"
-done
+# The CA bundle pip's configuration names (a proxy's CA may be in it) goes to a path of
+# its own, named by PIP_CERT: the chroot's ca-certificates package owns its usual path.
+pip_cert=""
+ca=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null | sed -n 's/^ *cert *= *//p' | tail -n 1)
+if [ -n "$ca" ] && [ -f "$ca" ]; then
+	bind_file "$ca" /usr/local/share/neuron-ci/pip-ca.crt
+	pip_cert=PIP_CERT=/usr/local/share/neuron-ci/pip-ca.crt
+fi
 
 say "running '$COMMAND' in the chroot (log: $WORK/run.log)"
 t0=$(date +%s)
@@ -90,7 +95,7 @@ R=$WORK/root BASE=$base/rootfs W=$WORK CC_DIR=$CI_CACHE/ccache-chroot APT_DIR=$C
 	rc=0
 	chroot \$R /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
 		PATH=/usr/lib/ccache:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		CCACHE_DIR=/var/cache/ccache \
+		CCACHE_DIR=/var/cache/ccache $pip_cert \
 		/bin/bash -c 'cd /root/neuron && $COMMAND' || rc=\$?
 	# What the run left in the system Python and the environment, for the checks below.
 	chroot \$R /usr/bin/python3 -c 'import mesonbuild' >/dev/null 2>&1 && echo 'system-python: has meson' >\$W/after.txt || echo 'system-python: clean' >\$W/after.txt

@@ -162,7 +162,7 @@ fi
 echo "# apt-get upgrade took $(($(date +%s) - t0))s"
 v2=$(cat "$T/repo2/VERSION")
 check upgraded_versions sh -c "for p in ${PACKAGES[*]}; do [ \"\$(dpkg-query -W -f='\${Version}' \$p)\" = '$v2' ] || { echo \"\$p not at $v2\"; exit 1; }; done"
-check upgrade_dkms_rebuilt sh -c "dkms status neuron/$v2 | grep -q \"$(uname -r).*installed\" && ! dkms status | grep -q 'neuron/$v1'"
+check upgrade_dkms_rebuilt sh -c "dkms status neuron/$v2 | grep -q \"$(uname -r).*installed\" && ! dkms status | grep -qF 'neuron/$v1,'"
 check upgrade_module_loaded test -d /sys/module/neuron
 check upgrade_restarted_neurond sh -c "[ \"$(main_pid)\" != \"$pid_before\" ] && systemctl is-active neurond.service"
 check upgrade_kept_conffile_edit sh -c 'grep -qx "log-level = info" /etc/neuron/neurond.conf && ! ls /etc/neuron/*.dpkg-* 2>/dev/null'
@@ -187,6 +187,7 @@ check purge_module_unloaded test ! -d /sys/module/neuron
 check purge_removed_unused_group sh -c '! getent group neuron-admin'
 check purge_kept_group_in_use sh -c 'getent group neuron && grep -q "keeping group neuron" /tmp/apt-purge.log'
 check purge_units_gone sh -c '! systemctl list-unit-files --no-legend "neuron*" "neurond*" | grep -v neuron-install-test'
+rm -f /etc/apt/sources.list.d/neuron-local.list # the operator's, not the packages'
 leftovers=$(find / -xdev \( -path /proc -o -path /sys -o -path /mnt -o -path "$VENV" -o -path /home/alice \) -prune -o \
 	\( -iname '*neuron*' -o -name 'libneuron*' \) -print 2>/dev/null |
 	grep -v -E '^/(etc/systemd/system/(multi-user.target.wants/)?neuron-install-test.service|usr/local/sbin/neuron-install-test-runner)$')

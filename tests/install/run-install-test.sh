@@ -91,10 +91,10 @@ qemu-img create -q -f qcow2 -F raw -b "$image/root.ext4" "$WORK/overlay.qcow2"
 LOG=$WORK/console.log
 say "booting the host image in QEMU (TCG, -nic none, timeout ${TIMEOUT}s); console: $LOG"
 t0=$(date +%s)
-timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m 3072 -smp 2 \
+timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -m 3072 -smp 2 \
 	-nographic -no-reboot -nic none \
 	-kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
-	-append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=0 neuron.installtest" \
+	-append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=0 modprobe.blacklist=floppy neuron.installtest" \
 	-drive file="$WORK/overlay.qcow2",format=qcow2,if=virtio \
 	-drive file="$WORK/test.ext4",format=raw,if=virtio,readonly=on \
 	</dev/null >"$LOG" 2>&1

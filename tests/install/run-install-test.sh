@@ -75,11 +75,41 @@ else
 fi
 
 # --- 3. test disk and boot ---------------------------------------------------------
+# For each dependency of the .debs in the first directory that neither the image nor
+# the packages themselves provide, downloads its first alternative into every directory.
+add_missing_dependencies() { # repo-dir...
+	local have want alt dep got=""
+	have=$(debugfs -R "cat /var/lib/dpkg/status" "$image/root.ext4" 2>/dev/null |
+		awk '/^Package:/ {p = $2} /^Provides:/ {sub(/^Provides: */, ""); gsub(/ *\([^)]*\)/, ""); gsub(/, */, "\n"); prov = $0}
+		     /^Status: install ok installed/ {print p; if (prov != "") print prov} /^$/ {prov = ""}')
+	have+=$'\n'$(for d in "$1"/*.deb; do dpkg-deb -f "$d" Package; done)
+	for d in "$1"/*.deb; do
+		dpkg-deb -f "$d" Depends | tr ',' '\n' | while read -r alt; do
+			[ -n "$alt" ] || continue
+			want=""
+			for dep in $(echo "$alt" | sed 's/([^)]*)//g; s/|/ /g'); do
+				grep -qx "${dep%%:*}" <<<"$have" && { want=""; break; }
+				[ -z "$want" ] && want=${dep%%:*}
+			done
+			[ -n "$want" ] && echo "$want"
+		done
+	done | sort -u >"$WORK/missing-deps.txt"
+	[ -s "$WORK/missing-deps.txt" ] || return 0
+	say "dependencies the image lacks, added to the local repository: $(tr '\n' ' ' <"$WORK/missing-deps.txt")"
+	mkdir -p "$WORK/deps"
+	(cd "$WORK/deps" && xargs apt-get download -q <"$WORK/missing-deps.txt" >"$WORK/deps.log" 2>&1) ||
+		{ cat "$WORK/deps.log"; result FAIL "dependencies_downloaded"; finish; }
+	for r in "$@"; do cp "$WORK"/deps/*.deb "$r/"; done
+}
+
 disk=$WORK/disk
 mkdir -p "$disk/repo1" "$disk/repo2" "$disk/wheels"
 cp "$pkgs/$V1"/*.deb "$disk/repo1/"
 cp "$pkgs/$V2"/*.deb "$disk/repo2/"
 cp "$pkgs/$V1"/*.whl "$disk/wheels/"
+# Dependencies of the packages that the image lacks go into the local repository too
+# (an air-gapped host's mirror has them): downloaded from Debian's archive by apt.
+add_missing_dependencies "$disk/repo1" "$disk/repo2"
 for r in repo1 repo2; do
 	(cd "$disk/$r" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
 done

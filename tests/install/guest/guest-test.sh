@@ -13,7 +13,11 @@ VENV=/opt/torch-venv
 PACKAGES=(neuron-dkms neuron-runtime neuron-tools libneuron1 libneuron-dev)
 
 pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1${2:+ ($2)}"; }
+fail() {
+	echo "FAIL: $1${2:+ ($2)}"
+	# What neurond said around it, for the host's log.
+	journalctl -u neurond.service -o cat -n 12 --no-pager 2>/dev/null | sed 's/^/# neurond: /'
+}
 # check NAME COMMAND...: PASS when the command succeeds; FAIL with its last output lines.
 check() {
 	local name=$1 out
@@ -123,7 +127,7 @@ import importlib.metadata as m, sys
 req = m.requires("torch_neuron") or []
 sys.exit(0 if "torch==2.13.0" in req else "requires: %s" % req)'
 so=$(ls "$VENV"/lib/python3*/site-packages/torch_neuron/_C*.so 2>/dev/null | head -n 1)
-check wheel_uses_system_libneuron sh -c "ldd '$so' | grep -q 'libneuron.so.1 => /usr/lib/x86_64-linux-gnu/libneuron.so.1' && ! readelf -d '$so' | grep -q -E 'RPATH|RUNPATH'"
+check wheel_uses_system_libneuron sh -c "ldd '$so' | grep -E 'libneuron.so.1 => (/usr)?/lib/x86_64-linux-gnu/libneuron.so.1' && ! readelf -d '$so' | grep -E 'RPATH|RUNPATH'"
 check torch_script_as_group_member as_user alice "$VENV/bin/python" "$T/torch_check.py"
 
 step "metrics"

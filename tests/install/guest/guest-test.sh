@@ -141,8 +141,8 @@ for _ in $(seq 60); do
 done
 check metrics_parse_with_tenant "$T/metrics_check.py" --expect-tenant --out /tmp/metrics-1.txt
 wait $linger
-as_user dave neuronctl lend --count 1 >/tmp/lend.log 2>&1 && as_user dave neuronctl reclaim --deadline-ms 100 >>/tmp/lend.log 2>&1
-check admin_call_allowed_to_admin_group test $? -eq 0
+lend_and_reclaim() { as_user dave neuronctl lend --count 1 && as_user dave neuronctl reclaim --deadline-ms 100; }
+check admin_call_allowed_to_admin_group lend_and_reclaim
 check metrics_count_loans_and_reclaims "$T/metrics_check.py" --expect-reclaim --out /tmp/metrics-2.txt
 
 step "restart"

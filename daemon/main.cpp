@@ -2,7 +2,9 @@
 // simulated chip in process, or neuron.ko) and serves tenants over a Unix socket
 // until SIGTERM or SIGINT.
 #include "config.h"
+#include "listen_fds.h"
 #include "log.h"
+#include "sd_notify.h"
 #include "server.h"
 
 #include <neuron/socket_path.h>
@@ -71,14 +73,15 @@ int main(int argc, char **argv)
 	parse_log_level(config.log_level, &level);
 	set_log_level(level);
 	if (config.socket_path.empty())
-		config.socket_path = neuron::detail::default_socket_path();
+		config.socket_path = neuron::detail::default_socket_path(neuron::detail::SocketRole::Daemon);
 	// A tenant that vanishes mid-reply must not kill the daemon.
 	std::signal(SIGPIPE, SIG_IGN);
 
 	try {
 		// Before the devices: a second daemon must not take the devices (the
 		// driver's compute engine) from the first only to find the socket taken.
-		if (socket_alive(config.socket_path))
+		// (Not when systemd passed the socket: it is alive because it is ours.)
+		if (inherited_unix_listener(config.socket_path) < 0 && socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
 		const backend::BackendOptions options = backend_options(config);
 		// Before any thread starts: choosing the BLAS kernels briefly sets an
@@ -90,15 +93,20 @@ int main(int argc, char **argv)
 		backend::DeviceBackend &devices = *selected.backend;
 		log_backend(devices, selected);
 		boost::asio::io_context io;
+		// Before the socket listens: a client may stop us the moment it can
+		// connect, and asio queues a signal that comes before the wait below.
+		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 		Server server(io, devices, config);
 		devices.start();
-		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 		signals.async_wait([&](const boost::system::error_code &, int sig) {
 			NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig));
+			sd_notify_state("STOPPING=1");
 			server.stop();
 			io.stop();
 		});
 		NLOG_INFO("daemon.ready", "version=" NEURON_VERSION " devices=" + std::to_string(devices.device_count()));
+		if (std::string err; !sd_notify_state("READY=1", &err))
+			NLOG_WARN("daemon.notify_failed", "error=\"" + err + "\"");
 		io.run();
 		server.stop();
 		devices.stop();

@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "listen_fds.h"
 #include "log.h"
 #include "session.h"
 
@@ -83,6 +84,13 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 		boost::asio::post(io_, [this, r] { capacity_.on_reclaimed(r); });
 	};
 	roll_telemetry();
+	if (const int fd = inherited_unix_listener(path_); fd >= 0) {
+		// Socket activation: systemd bound it, with the unit's owner, group and mode.
+		acceptor_.assign(stream_protocol(), fd);
+		NLOG_INFO("server.listen", "socket=" + path_ + " from=systemd");
+		accept();
+		return;
+	}
 	if (path_.size() >= sizeof(sockaddr_un::sun_path))
 		throw std::runtime_error("socket path " + path_ + " is longer than " +
 					 std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
@@ -175,7 +183,8 @@ void Server::stop()
 	auto sessions = sessions_;
 	for (auto &[id, s] : sessions)
 		s->close("daemon shutting down");
-	unlink(path_.c_str());
+	if (inherited_unix_listener(path_) < 0) // systemd's socket outlives us
+		unlink(path_.c_str());
 }
 
 } // namespace neuron::daemon

@@ -8,8 +8,9 @@ root=$PWD
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "Installing build dependencies (Debian packages, Meson from PyPI) if missing"
+step "Installing build dependencies (Debian packages; Meson and PyTorch's CPU build from PyPI into .venv) if missing"
 bash tools/setup/install-deps.sh
+. tools/setup/use-venv.sh --torch
 
 step "Building (meson + ninja, in build/)"
 [[ -f build/build.ninja ]] || meson setup build >/dev/null

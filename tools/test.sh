@@ -5,6 +5,9 @@
 #   tools/test.sh            everything
 #   FUZZ_SECONDS=N           time per fuzz target (default 30)
 #   SKIP_DRIVER=1            skip the QEMU driver suite (it needs ~1-3 minutes)
+#   NEURON_INSTALL_TESTS=1   also run the install tests (tests/install: the packages on a
+#                            booted Debian 12 image, the demo in a stock Debian 12 chroot);
+#                            not by default: they take 30-90 minutes under TCG (README)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -50,8 +53,9 @@ run_meson_tests() { # label builddir [meson test args...]
 	record "$label" "$p" "$f"
 }
 
-step "Installing dependencies (Debian packages, Meson from PyPI) if missing"
+step "Installing dependencies (Debian packages; Meson, pytest and PyTorch's CPU build from PyPI into .venv) if missing"
 bash tools/setup/install-deps.sh --test || { echo "dependency installation failed"; exit 1; }
+. tools/setup/use-venv.sh --torch || { echo "the Python environment (.venv) could not be set up"; exit 1; }
 
 step "Building (build/)"
 [[ -f build/build.ninja ]] || meson setup build >/dev/null || exit 1
@@ -111,19 +115,33 @@ else
 	record "fuzz build" 0 1
 fi
 
+# Runs a suite script whose last line is "N passed, N failed" and records its counts;
+# a non-zero exit without failures counted, or no such line, counts as one failure.
+run_counted_suite() { # label logfile lines-to-show command...
+	local label=$1 log=$2 lines=$3
+	shift 3
+	"$@" 2>&1 | tee "$log" | tail -n "$lines"
+	local rc=${PIPESTATUS[0]} line f
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	if [[ -z "$line" ]]; then
+		record "$label" 0 1
+		return
+	fi
+	f=$(cut -d' ' -f3 <<<"$line")
+	[[ $rc -ne 0 && $f -eq 0 ]] && f=1
+	record "$label" "$(cut -d' ' -f1 <<<"$line")" "$f"
+}
+
 if [[ "${SKIP_DRIVER:-0}" != 1 && -f tests/driver/run-qemu-suite.sh ]]; then
 	step "Kernel driver: host checks, then the QEMU suite on Debian's 6.12 kernel"
-	bash tests/driver/run-qemu-suite.sh 2>&1 | tee build/driver-suite.txt | tail -n 25
-	rc=${PIPESTATUS[0]}
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' build/driver-suite.txt | tail -n 1)
-	if [[ -n "$line" && $rc -eq 0 ]]; then
-		record "driver (qemu)" "$(cut -d' ' -f1 <<<"$line")" "$(cut -d' ' -f3 <<<"$line")"
-	elif [[ -n "$line" ]]; then
-		f=$(cut -d' ' -f3 <<<"$line")
-		record "driver (qemu)" "$(cut -d' ' -f1 <<<"$line")" $((f > 0 ? f : 1))
-	else
-		record "driver (qemu)" 0 1
-	fi
+	run_counted_suite "driver (qemu)" build/driver-suite.txt 25 bash tests/driver/run-qemu-suite.sh
+fi
+
+if [[ "${NEURON_INSTALL_TESTS:-0}" == 1 ]]; then
+	step "Install test: the Debian packages on a booted Debian 12 host (QEMU), cached image and packages"
+	run_counted_suite "install (qemu)" build/install-test.txt 80 bash tests/install/run-install-test.sh
+	step "The README's demo command in a stock Debian 12 root filesystem (chroot)"
+	run_counted_suite "demo (stock debian chroot)" build/chroot-demo.txt 30 bash tests/install/chroot-demo.sh
 fi
 
 for extra in tests/*/run.sh; do

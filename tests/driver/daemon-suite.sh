@@ -25,6 +25,8 @@ set -uo pipefail
 suite_args daemon "$@"
 # The daemon and sharing suites take minutes under TCG: a limit of their own.
 QEMU_TIMEOUT=${NEURON_DAEMON_SUITE_TIMEOUT:-1200}
+# meson and ninja from the stack's virtual environment (tools/setup/python-env.sh).
+. "$ROOT/tools/setup/use-venv.sh" || { result_fail daemon_build "the Python environment (.venv) could not be set up"; exit 0; }
 
 # The suites that run in the guest: tests/daemon's and tests/sharing's Criterion
 # suites (their meson.build names, as dir/test-<dir>-<name> binaries).

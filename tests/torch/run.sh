@@ -6,7 +6,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 export NEURON_DAEMON=${NEURON_DAEMON:-$root/build/daemon/neurond}
 cd "$root"
-# pytest; scipy (reference distributions of the RNG tests); pyarrow (the profiler's
+# pytest, torch (CPU build) and the build tools come from the stack's virtual
+# environment (.venv; tools/setup/python-env.sh).
+. tools/setup/use-venv.sh --torch || exit 1
+# scipy (reference distributions of the RNG tests); pyarrow (the profiler's
 # Parquet export; its test skips with a reason without it).
 python3 -c 'import pytest, scipy, pyarrow' 2>/dev/null || python3 -m pip install -q pytest scipy pyarrow
 # Build and install the plugin first (idempotent, incremental).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the userspace build, the demo and the tests need, from Debian's and
-# PyPI's registries. Idempotent: packages already present are not touched again.
+# PyPI's registries (PyPI's into the stack's virtual environment, see python-env.sh).
+# Idempotent: packages already present are not touched again.
 #   install-deps.sh          build + demo dependencies
 #   install-deps.sh --test   also the test-only ones (clang/libFuzzer, tmux)
 set -euo pipefail
@@ -11,6 +12,7 @@ want_test=0
 # What each package is for (also in the README's dependency table).
 apt_packages=(
 	build-essential pkg-config        # compilers; pkg-config lookups in Meson
+	python3 python3-venv              # the virtual environment for Meson, Ninja, pytest, torch
 	libboost-dev libboost-system-dev  # Boost.Asio: neurond's socket and signal loop
 	protobuf-compiler libprotobuf-dev # the control-plane messages
 	libopenblas-dev                   # GEMM for thin products, non-AVX-512 hosts; a benchmark reference
@@ -40,13 +42,6 @@ else
 	echo "install-deps: Debian packages already installed"
 fi
 
-# Meson and Ninja: Debian 12's Meson (1.0) is older than the build needs, so use PyPI's.
-need_pip=()
-python3 -c 'import mesonbuild, sys; from mesonbuild import coredata; sys.exit(0 if tuple(map(int, coredata.version.split(".")[:2])) >= (1, 1) else 1)' 2>/dev/null || need_pip+=("meson>=1.1")
-command -v ninja >/dev/null 2>&1 || need_pip+=(ninja)
-if ((${#need_pip[@]})); then
-	echo "install-deps: installing from PyPI: ${need_pip[*]}"
-	python3 -m pip install -q "${need_pip[@]}"
-else
-	echo "install-deps: meson and ninja already installed"
-fi
+# Meson, Ninja, meson-python and pytest: in the stack's virtual environment
+# (<repo>/.venv, tools/setup/python-env.sh), never in the system Python (PEP 668).
+bash "$(dirname "${BASH_SOURCE[0]}")/python-env.sh"

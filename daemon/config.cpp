@@ -32,6 +32,10 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 		       "host threads one command may use (0: the host's CPU count)")->check(CLI::Range(0, 1024));
 	app.add_option("--spin-us", c->spin_us, "how long an idle engine polls before it sleeps")
 		->check(CLI::Range(0, 100000));
+	app.add_option("--training-nice", c->training_nice,
+		       "nice value of an engine thread while it runs training tiles beside inference (0: off); "
+		       "a waking inference thread then preempts it at once")
+		->check(CLI::Range(0, 19));
 	app.add_option("--log-level", c->log_level, "debug, info, warn or error")
 		->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 	app.add_option("--socket-group", c->socket_group, "group that may connect (socket mode 0660)");

@@ -11,6 +11,7 @@
 
 #include <backend/select.h>
 #include <kernels/blas_select.h>
+#include <sched/thread_priority.h>
 
 #include <cblas.h>
 #include <thread>
@@ -39,6 +40,7 @@ backend::BackendOptions backend_options(const Config &config)
 	o.engines.threads = config.threads_per_core > 0 ? config.threads_per_core
 							: static_cast<int>(std::thread::hardware_concurrency());
 	o.engines.spin_ns = config.spin_us * 1000;
+	o.engines.training_nice = config.training_nice;
 	o.engines.tile_budget.matmul_macs = config.tile_macs;
 	o.engines.tile_budget.elements = config.tile_elements;
 	o.engines.tile_budget.transcendental_elements = std::max<uint64_t>(config.tile_elements / 4, 1);
@@ -83,7 +85,12 @@ int main(int argc, char **argv)
 		// (Not when systemd passed the socket: it is alive because it is ours.)
 		if (inherited_unix_listener(config.socket_path) < 0 && socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
-		const backend::BackendOptions options = backend_options(config);
+		backend::BackendOptions options = backend_options(config);
+		if (options.engines.training_nice != 0 && !sched::can_restore_priority()) {
+			NLOG_WARN("engines.priority", "training_nice=off reason=\"no CAP_SYS_NICE or RLIMIT_NICE: an engine niced "
+						      "for training could not run inference at normal priority again\"");
+			options.engines.training_nice = 0;
+		}
 		// Before any thread starts: choosing the BLAS kernels briefly sets an
 		// environment variable (kernels/blas_select.h).
 		NLOG_INFO("blas", "blas=\"" + kernels::blas_description() + "\"");

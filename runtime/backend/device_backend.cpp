@@ -33,6 +33,7 @@ void DeviceBackend::start()
 	options.threads = settings_.threads;
 	options.spin_ns = settings_.spin_ns;
 	options.tile_budget = settings_.tile_budget;
+	options.training_nice = settings_.training_nice;
 	options.on_fault = [this](const Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
 		if (on_fault)
 			on_fault(q, code, seq, reason);

@@ -49,6 +49,7 @@ struct EngineSettings {
 	int threads = 1;          // host threads one command may use
 	uint64_t spin_ns = 50000; // engines poll this long after work before they sleep
 	sched::TileBudget tile_budget;
+	int training_nice = 0;    // sched::EngineOptions::training_nice
 };
 
 class DeviceBackend {

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include <pthread.h>
+
 namespace neuron::sched {
 
 using detail::atomic_u32;
@@ -61,6 +63,8 @@ void Engine::refresh()
 
 void Engine::run()
 {
+	// Named as in the logs ("nd0/nc3"), for top -H, perf and /proc/PID/task.
+	pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
 	uint64_t last_work = monotonic_ns();
 	while (!stop_.load(std::memory_order_acquire)) {
 		if (sched_.generation() != generation_)
@@ -111,6 +115,8 @@ bool Engine::run_one()
 		const uint64_t v = key(l).second;
 		if (l->vtime.load(std::memory_order_relaxed) < v)
 			l->vtime.store(v, std::memory_order_relaxed);
+		if (options_.training_nice != 0)
+			nice_.set(pooled && l->pool() == Pool::Training ? options_.training_nice : 0);
 		const Step s = step(*l);
 		l->release();
 		if (s == Step::Progress)

@@ -21,6 +21,7 @@
 #pragma once
 
 #include "core_scheduler.h"
+#include "thread_priority.h"
 #include "tile_runner.h"
 #include "tiling.h"
 
@@ -39,6 +40,9 @@ struct EngineOptions {
 	uint64_t spin_ns = 50000;   // how long to poll after the last command before sleeping
 	bool tiling = true;         // cut commands into tiles (off for DMA engines)
 	bool dma = false;           // serves DMA queues (COPY and NOP, host buffers)
+	// Nice value of the engine thread while it runs training work beside inference
+	// pools (thread_priority.h); 0: every tile at normal priority.
+	int training_nice = 0;
 	TileBudget tile_budget;
 	// Called on the engine thread when a queue faults (the daemon logs it).
 	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
@@ -78,6 +82,7 @@ private:
 	void sleep_until_doorbell();
 
 	CoreScheduler &sched_;
+	ThreadNice nice_;
 	uint32_t sched_core_;
 	std::string name_;
 	CoreCounters &counters_;

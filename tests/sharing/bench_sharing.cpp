@@ -206,7 +206,8 @@ int main(int argc, char **argv)
 {
 	std::string neurond, backend = "emu";
 	bool quick = false;
-	const char *usage = "usage: bench-sharing --neurond PATH [--backend emu|kmd] [--quick]\n";
+	std::vector<std::string> extra; // --neurond-arg: e.g. --training-nice 0 to compare
+	const char *usage = "usage: bench-sharing --neurond PATH [--backend emu|kmd] [--quick] [--neurond-arg ARG]...\n";
 	for (int i = 1; i < argc; ++i) {
 		std::string a = argv[i];
 		if (a == "--neurond" && i + 1 < argc)
@@ -215,6 +216,8 @@ int main(int argc, char **argv)
 			backend = argv[++i];
 		else if (a == "--quick")
 			quick = true;
+		else if (a == "--neurond-arg" && i + 1 < argc)
+			extra.push_back(argv[++i]);
 		else {
 			std::fprintf(stderr, "%s", usage);
 			return 2;
@@ -225,9 +228,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setenv("NEURON_DAEMON", neurond.c_str(), 1);
-	test::NeurondProcess d(std::string(), {"--backend", backend, "--devices", "1", "--cores", "2", "--inference-cores",
-					      "1", "--hbm-mib", "256", "--threads-per-core", "1", "--spin-us", "50",
-					      "--log-level", "warn"});
+	std::vector<std::string> args = {"--backend", backend, "--devices", "1", "--cores", "2", "--inference-cores", "1",
+					 "--hbm-mib", "256", "--threads-per-core", "1", "--spin-us", "50", "--log-level", "warn"};
+	args.insert(args.end(), extra.begin(), extra.end());
+	test::NeurondProcess d(std::string(), args);
 	std::string err;
 	if (!d.start(&err)) {
 		std::fprintf(stderr, "bench-sharing: %s\n", err.c_str());

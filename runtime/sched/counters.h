@@ -14,7 +14,11 @@
 namespace neuron::sched {
 
 struct CoreCounters {
-	std::atomic<uint64_t> busy_ns{0};
+	std::atomic<uint64_t> busy_ns{0};       // tile groups that ended
+	// When the running tile group started (monotonic ns; 0: none runs): busy_now()
+	// counts a long tile while it runs (a kmd job under TCG takes seconds), not all
+	// at its end, which made a window's busy fraction exceed 1.
+	std::atomic<uint64_t> running_since_ns{0};
 	std::atomic<uint64_t> commands{0};
 	std::atomic<uint64_t> tiles{0};
 	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far, wall time (host preemption included)
@@ -33,5 +37,19 @@ struct CoreCounters {
 	std::atomic<uint64_t> last_tenant{0};  // tenant of the latest tile (0: none yet)
 	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
 };
+
+// Busy time up to `now` (monotonic ns), the running tile group included. The
+// engine adds a group to busy_ns before it clears running_since_ns: reading the
+// start twice around busy_ns and retrying when it moved never counts a group
+// twice or not at all.
+inline uint64_t busy_now(const CoreCounters &c, uint64_t now)
+{
+	for (;;) {
+		const uint64_t since = c.running_since_ns.load(std::memory_order_acquire);
+		const uint64_t busy = c.busy_ns.load(std::memory_order_acquire);
+		if (c.running_since_ns.load(std::memory_order_acquire) == since)
+			return busy + (since != 0 && now > since ? now - since : 0);
+	}
+}
 
 } // namespace neuron::sched

@@ -18,6 +18,8 @@
 #include "neurond_process.h"
 #include "raw_client.h"
 
+#include <dirent.h>
+#include <fstream>
 #include <neuron/futex.h>
 #include <neuron/neuron.h>
 
@@ -191,6 +193,42 @@ std::vector<double> inference_latency(Tenant &inf, uint64_t buf, int n)
 	return us;
 }
 
+// Time the given threads spent runnable but waiting for a CPU (ns; the second
+// field of /proc/.../schedstat): where an inference command's tail goes when the
+// host's CPUs are shared. `task_dir` is /proc/PID/task; `prefix` selects threads
+// by name ("nd0/nc": the daemon's core engines).
+uint64_t run_queue_wait_ns(const std::string &task_dir, const std::string &prefix)
+{
+	uint64_t total = 0;
+	DIR *d = opendir(task_dir.c_str());
+	if (!d)
+		return 0;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		const std::string t = task_dir + "/" + e->d_name;
+		std::ifstream comm(t + "/comm");
+		std::string name;
+		std::getline(comm, name);
+		if (name.rfind(prefix, 0) != 0)
+			continue;
+		std::ifstream stat(t + "/schedstat");
+		uint64_t on_cpu = 0, waiting = 0;
+		if (stat >> on_cpu >> waiting)
+			total += waiting;
+	}
+	closedir(d);
+	return total;
+}
+
+uint64_t self_run_queue_wait_ns()
+{
+	std::ifstream stat("/proc/thread-self/schedstat");
+	uint64_t on_cpu = 0, waiting = 0;
+	stat >> on_cpu >> waiting;
+	return waiting;
+}
+
 // Tiles run so far on every core, and the largest per-core tile p99.
 uint64_t total_tiles(uint64_t *tile_p99_ns = nullptr)
 {
@@ -318,11 +356,21 @@ int main(int argc, char **argv)
 	}
 
 	std::fprintf(stderr, "bench-sharing: phase inference latency\n");
-	// 2. Inference p99 beside the trainer (core not lent) vs alone.
+	// 2. Inference p99 beside the trainer (core not lent) vs alone, and how long
+	// the inference core's engine (core 0) and this (the tenant's) thread waited for a CPU.
+	const std::string tasks = "/proc/" + std::to_string(d.pid()) + "/task";
+	struct Waits {
+		uint64_t engines, tenant;
+	};
+	auto waits = [&] { return Waits{run_queue_wait_ns(tasks, "nd0/nc0"), self_run_queue_wait_ns()}; };
+	const Waits wb0 = waits();
 	const auto beside = inference_latency(inf, ibuf, reps * 3);
+	const Waits wb1 = waits();
 	t.halt();
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	const Waits wa0 = waits();
 	const auto alone = inference_latency(inf, ibuf, reps * 3);
+	const Waits wa1 = waits();
 	uint64_t max_tile = 0, max_tile_cpu = 0, tile_p99 = 0, tile_p999 = 0, cpu_p999 = 0, over_1ms = 0, tiles = 0;
 	const api::CapacityReply cap = capacity();
 	for (const auto &c : cap.cores()) {
@@ -350,6 +398,13 @@ int main(int argc, char **argv)
 		    ib / ia, ib / ia <= 1.25 ? "<= 1.25x: met" : "<= 1.25x: NOT met");
 	std::printf("%-58s %10.0fus %10.0fus %8.2f\n", "inference p50 beside a saturating trainer (vs alone)",
 		    pct(beside, 0.5), pct(alone, 0.5), pct(beside, 0.5) / pct(alone, 0.5));
+	const double per_cmd = 1000.0 * double(reps * 3); // ns -> us per inference command
+	std::printf("%-58s %10.1fus %10.1fus %8s %s\n", "CPU wait per inference cmd, tenant thread (beside vs alone)",
+		    double(wb1.tenant - wb0.tenant) / per_cmd, double(wa1.tenant - wa0.tenant) / per_cmd, "-",
+		    "(run-queue time, /proc schedstat)");
+	std::printf("%-58s %10.1fus %10.1fus %8s %s\n", "CPU wait per inference cmd, engine of the inference core",
+		    double(wb1.engines - wb0.engines) / per_cmd, double(wa1.engines - wa0.engines) / per_cmd, "-",
+		    "(nd0/nc0)");
 	std::printf("%-58s %12.3f %12s %8s %s\n", "core busy fraction, inference + training on 2 cores", busy, "-", "-",
 		    busy >= 0.9 ? ">= 0.9: met" : ">= 0.9: NOT met");
 	std::printf("%-58s %12.3f %12s %8s\n", "core busy fraction, training alone on 2 cores", trainer_busy, "-", "-");

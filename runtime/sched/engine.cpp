@@ -231,7 +231,7 @@ Engine::Step Engine::step(LogicalCore &l)
 	const bool tiled = f.plan.tiles > 1;
 	const Outcome out = tiled ? runner_->run_tiles(l, f, ctx, &longest) : runner_->run_whole(l, f, ctx, &longest);
 	// The core's time is the group's wall time, however many threads it used.
-	charge(l, tiled ? monotonic_ns() - start : longest);
+	charge(l, monotonic_ns() - start);
 	f.last_tile_ns = longest;
 	if (!tiled && out.kind == Outcome::Done)
 		count_tile(l, longest);

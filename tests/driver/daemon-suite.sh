@@ -46,9 +46,11 @@ targets=(daemon/neurond)
 for s in $SUITES; do targets+=("$(suite_bin "$s")"); done
 # NEURON_SUITE_BENCH=1: bench-sharing on both backends in the guest after the suites
 # (NEURON_DAEMON_SUITES="" for the benchmark alone); NEURON_SUITE_BENCH_RUNS=N runs it
-# N times per backend, alternating (default 1).
+# N times per backend, alternating (default 1); NEURON_SUITE_BENCH_ARGS adds arguments
+# (e.g. --quick).
 BENCH=${NEURON_SUITE_BENCH:-0}
 BENCH_RUNS=${NEURON_SUITE_BENCH_RUNS:-1}
+BENCH_ARGS=${NEURON_SUITE_BENCH_ARGS:-}
 [ "$BENCH" = 1 ] && targets+=(tests/sharing/bench-sharing)
 say "building ${targets[*]} in $BUILD (-j2)"
 t0=$(date +%s)
@@ -95,6 +97,7 @@ chmod +x "$IRD/bin/neurond-kmd"
 	echo "SUITES=\"$(echo $SUITES)\""
 	echo "BENCH=$BENCH"
 	echo "BENCH_RUNS=$BENCH_RUNS"
+	echo "BENCH_ARGS=\"$BENCH_ARGS\""
 } >"$IRD/daemon-suite.env"
 cp "$HERE/guest-init-daemon.sh" "$IRD/init"
 chmod +x "$IRD/init"

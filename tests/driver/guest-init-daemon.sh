@@ -79,7 +79,7 @@ if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20
 		# alternating so that both see the same host.
 		for r in $(seq "${BENCH_RUNS:-1}"); do
 			for b in emu kmd; do
-				"$BUILD/tests/sharing/bench-sharing" --neurond "$BUILD/daemon/neurond" --backend $b 2>&1 |
+				"$BUILD/tests/sharing/bench-sharing" --neurond "$BUILD/daemon/neurond" --backend $b $BENCH_ARGS 2>&1 |
 					sed "s/^/# bench $b run $r: /"
 			done
 		done

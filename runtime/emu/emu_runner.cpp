@@ -5,6 +5,7 @@
 #include <chip/prefault.h>
 #include <gate/admit.h>
 #include <sched/chain_partials.h>
+#include <sched/thread_priority.h>
 
 #include <gemm_packs.h>
 #include <geometry.h>
@@ -192,7 +193,10 @@ Outcome EmuRunner::run_tiles(LogicalCore &, InFlight &f, const RunContext &ctx, 
 		worker();
 	} else {
 #pragma omp parallel num_threads(threads)
-		worker();
+		{
+			sched::set_thread_nice(ctx.nice); // the pool's threads follow the engine's
+			worker();
+		}
 	}
 	*longest_ns = longest.load(std::memory_order_relaxed);
 	if (first_error.kind != Outcome::Done)

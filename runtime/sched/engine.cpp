@@ -115,8 +115,8 @@ bool Engine::run_one()
 		const uint64_t v = key(l).second;
 		if (l->vtime.load(std::memory_order_relaxed) < v)
 			l->vtime.store(v, std::memory_order_relaxed);
-		if (options_.training_nice != 0)
-			nice_.set(pooled && l->pool() == Pool::Training ? options_.training_nice : 0);
+		nice_ = pooled && l->pool() == Pool::Training ? options_.training_nice : 0;
+		set_thread_nice(nice_);
 		const Step s = step(*l);
 		l->release();
 		if (s == Step::Progress)
@@ -134,7 +134,7 @@ void Engine::fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, con
 
 RunContext Engine::context(LogicalCore &l, Queue &q) const
 {
-	return RunContext{sched_core_, options_.threads, counters_, options_.tile_budget, *this, l, q};
+	return RunContext{sched_core_, options_.threads, counters_, options_.tile_budget, *this, l, q, nice_};
 }
 
 Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> &qp)

@@ -82,7 +82,7 @@ private:
 	void sleep_until_doorbell();
 
 	CoreScheduler &sched_;
-	ThreadNice nice_;
+	int nice_ = 0; // of the tile group being run (options_.training_nice or 0)
 	uint32_t sched_core_;
 	std::string name_;
 	CoreCounters &counters_;

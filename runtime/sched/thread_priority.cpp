@@ -34,14 +34,15 @@ bool can_restore_priority()
 	return effective_capability(kCapSysNice);
 }
 
-bool ThreadNice::set(int n)
+bool set_thread_nice(int n)
 {
-	if (n == current_)
+	thread_local int current = 0; // threads start at the process's nice value, 0 for neurond
+	if (n == current)
 		return true;
 	// PRIO_PROCESS with a thread id sets that thread alone (Linux).
 	if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), n) != 0)
 		return false;
-	current_ = n;
+	current = n;
 	return true;
 }
 

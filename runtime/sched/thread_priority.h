@@ -17,15 +17,10 @@ namespace neuron::sched {
 // callers keep every engine at normal priority.
 bool can_restore_priority();
 
-// The calling thread's nice value, set only when it changes (one syscall at a
-// switch between classes, none per tile).
-class ThreadNice {
-public:
-	// Sets the calling thread's nice value to n; false (and errno) if refused.
-	bool set(int n);
-
-private:
-	int current_ = 0;
-};
+// Sets the calling thread's nice value to n; false (and errno) if refused. The
+// value is remembered per thread, so only a change costs a syscall (one at a
+// switch between classes, none per tile). Engine threads call it per tile group,
+// and so do the emu runner's OpenMP tile threads (RunContext::nice).
+bool set_thread_nice(int n);
 
 } // namespace neuron::sched

@@ -60,6 +60,7 @@ struct RunContext {
 	const EngineHooks &engine;
 	LogicalCore &logical;
 	Queue &queue;
+	int nice = 0; // the OS nice value for threads running these tiles (thread_priority.h)
 
 	bool yield() const { return engine.should_yield(logical, queue); }
 	void record_tile(uint64_t wall_ns, uint64_t cpu_ns, bool is_tile = true) const

@@ -1,4 +1,4 @@
-// sched::ThreadNice: an engine thread's nice value follows the class of its work,
+// sched::set_thread_nice: an engine thread's nice value follows the class of its work,
 // on that thread alone, and goes back to 0 where the process may.
 #include <sched/thread_priority.h>
 
@@ -28,10 +28,9 @@ Test(thread_priority, training_nice_and_back_on_the_calling_thread_only)
 		cr_skip_test("this process may not lower its nice value again (no CAP_SYS_NICE, RLIMIT_NICE < 20)");
 	const int main_nice = own_nice();
 	std::thread t([] {
-		neuron::sched::ThreadNice n;
-		cr_assert(n.set(10), "raising the nice value: %s", strerror(errno));
+		cr_assert(neuron::sched::set_thread_nice(10), "raising the nice value: %s", strerror(errno));
 		cr_assert_eq(own_nice(), 10);
-		cr_assert(n.set(0), "back to 0: %s", strerror(errno));
+		cr_assert(neuron::sched::set_thread_nice(0), "back to 0: %s", strerror(errno));
 		cr_assert_eq(own_nice(), 0);
 	});
 	t.join();

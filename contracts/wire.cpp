@@ -9,10 +9,57 @@
 
 namespace neuron::wire {
 
-void FrameDecoder::feed(const void *data, size_t len)
+FrameDecoder::~FrameDecoder() { close_all(); }
+
+FrameDecoder::FrameDecoder(FrameDecoder &&o) noexcept
+	: buffer_(std::move(o.buffer_)), offset_(o.offset_), stream_offset_(o.stream_offset_),
+	  batches_(std::move(o.batches_)), broken_(o.broken_), broken_reason_(std::move(o.broken_reason_))
 {
-	if (broken_)
+	o.batches_.clear();
+}
+
+FrameDecoder &FrameDecoder::operator=(FrameDecoder &&o) noexcept
+{
+	if (this != &o) {
+		close_all();
+		buffer_ = std::move(o.buffer_);
+		offset_ = o.offset_;
+		stream_offset_ = o.stream_offset_;
+		batches_ = std::move(o.batches_);
+		o.batches_.clear();
+		broken_ = o.broken_;
+		broken_reason_ = std::move(o.broken_reason_);
+	}
+	return *this;
+}
+
+void FrameDecoder::close_all()
+{
+	for (auto &b : batches_)
+		for (int fd : b.fds)
+			::close(fd);
+	batches_.clear();
+}
+
+FrameDecoder::Status FrameDecoder::fail(std::string reason, std::string *error)
+{
+	broken_ = true;
+	broken_reason_ = std::move(reason);
+	*error = broken_reason_;
+	close_all();
+	return Status::Error;
+}
+
+void FrameDecoder::feed(const void *data, size_t len, std::vector<int> fds)
+{
+	if (broken_) {
+		for (int fd : fds)
+			::close(fd);
 		return;
+	}
+	const uint64_t begin = stream_offset_ + (buffer_.size() - offset_);
+	if (!fds.empty())
+		batches_.push_back(Batch{begin, begin + len, std::move(fds)});
 	// Compact once the consumed prefix dominates, keeping appends amortised O(1).
 	if (offset_ > 4096 && offset_ * 2 > buffer_.size()) {
 		buffer_.erase(0, offset_);
@@ -21,8 +68,10 @@ void FrameDecoder::feed(const void *data, size_t len)
 	buffer_.append(static_cast<const char *>(data), len);
 }
 
-FrameDecoder::Status FrameDecoder::next(std::string *payload, std::string *error)
+FrameDecoder::Status FrameDecoder::next(std::string *payload, std::string *error, std::vector<int> *fds)
 {
+	if (fds)
+		fds->clear();
 	if (broken_) {
 		*error = broken_reason_;
 		return Status::Error;
@@ -32,16 +81,32 @@ FrameDecoder::Status FrameDecoder::next(std::string *payload, std::string *error
 		return Status::NeedMore;
 	const auto *p = reinterpret_cast<const unsigned char *>(buffer_.data() + offset_);
 	const uint32_t len = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-	if (len == 0 || len > kMaxFrame) {
-		broken_ = true;
-		broken_reason_ = "frame length " + std::to_string(len) + " is outside 1.." + std::to_string(kMaxFrame);
-		*error = broken_reason_;
-		return Status::Error;
-	}
+	if (len == 0 || len > kMaxFrame)
+		return fail("frame length " + std::to_string(len) + " is outside 1.." + std::to_string(kMaxFrame), error);
 	if (avail - 4 < len)
 		return Status::NeedMore;
+	const uint64_t start = stream_offset_, end = start + 4 + len;
+	std::vector<int> mine;
+	while (!batches_.empty()) {
+		Batch &b = batches_.front();
+		if (b.begin > start)
+			break; // a later frame's
+		if (b.end <= start)
+			return fail("file descriptors arrived in the middle of a frame (attach them to a frame's first "
+				    "byte)", error);
+		if (end < b.end)
+			break; // another frame starts later in that read: the last one takes them
+		mine.insert(mine.end(), b.fds.begin(), b.fds.end());
+		batches_.pop_front();
+	}
 	payload->assign(buffer_, offset_ + 4, len);
 	offset_ += 4 + len;
+	stream_offset_ = end;
+	if (fds)
+		*fds = std::move(mine);
+	else
+		for (int fd : mine)
+			::close(fd);
 	return Status::Frame;
 }
 
@@ -85,7 +150,7 @@ int send_frame(int sock, const std::string &frame, int fd, bool dontwait)
 	return 0;
 }
 
-long receive_some(int sock, FrameDecoder &decoder, std::deque<int> *fds, bool dontwait)
+long receive_some(int sock, FrameDecoder &decoder, bool dontwait)
 {
 	char buf[16384];
 	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
@@ -102,6 +167,7 @@ long receive_some(int sock, FrameDecoder &decoder, std::deque<int> *fds, bool do
 				continue;
 			return -errno;
 		}
+		std::vector<int> fds;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
@@ -109,13 +175,16 @@ long receive_some(int sock, FrameDecoder &decoder, std::deque<int> *fds, bool do
 			for (size_t i = 0; i < count; ++i) {
 				int fd;
 				std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				fds->push_back(fd);
+				fds.push_back(fd);
 			}
 		}
 		// Descriptors beyond what fits in `control` are dropped by the kernel
 		// (MSG_CTRUNC); the frames that wanted them then fail cleanly.
 		if (n > 0)
-			decoder.feed(buf, static_cast<size_t>(n));
+			decoder.feed(buf, static_cast<size_t>(n), std::move(fds));
+		else
+			for (int fd : fds)
+				::close(fd);
 		return n;
 	}
 }

@@ -14,18 +14,44 @@ namespace neuron::wire {
 
 inline constexpr size_t kMaxFrame = 1 << 20;
 
-// Splits a byte stream into frames. Once it reports an error it stays broken: the
-// stream cannot be resynchronised and the connection must be closed.
+// Splits a byte stream into frames, and binds the file descriptors that arrive
+// (SCM_RIGHTS) to the frame they were sent with. A sender attaches a frame's
+// descriptors to its first byte (one sendmsg per frame, send_frame); the kernel
+// ends a read at the segment that carried them, so descriptors that arrive with
+// the bytes [a, b) of a read belong to the last frame that starts in [a, b).
+// Descriptors with no frame starting in their read arrived in the middle of one:
+// a protocol error. Once it reports an error it stays broken: the stream cannot be
+// resynchronised and the connection must be closed. It owns the descriptors it has
+// not handed out and closes them when it goes.
 class FrameDecoder {
 public:
 	enum class Status { NeedMore, Frame, Error };
-	void feed(const void *data, size_t len);
-	// On Frame, *payload holds one message; on Error, *error says why.
-	Status next(std::string *payload, std::string *error);
+	FrameDecoder() = default;
+	~FrameDecoder();
+	FrameDecoder(FrameDecoder &&other) noexcept;
+	FrameDecoder &operator=(FrameDecoder &&other) noexcept;
+	FrameDecoder(const FrameDecoder &) = delete;
+	FrameDecoder &operator=(const FrameDecoder &) = delete;
+
+	// Bytes read from the stream, and the descriptors that came with them.
+	void feed(const void *data, size_t len, std::vector<int> fds = {});
+	// On Frame, *payload holds one message and *fds (if given) the descriptors sent
+	// with it (the caller owns them; without fds they are closed). On Error, *error
+	// says why.
+	Status next(std::string *payload, std::string *error, std::vector<int> *fds = nullptr);
 
 private:
+	struct Batch {
+		uint64_t begin = 0, end = 0; // stream offsets of the read that carried them
+		std::vector<int> fds;
+	};
+	void close_all();
+	Status fail(std::string reason, std::string *error);
+
 	std::string buffer_;
 	size_t offset_ = 0;
+	uint64_t stream_offset_ = 0; // of buffer_[offset_]
+	std::deque<Batch> batches_;
 	bool broken_ = false;
 	std::string broken_reason_;
 };
@@ -36,8 +62,8 @@ std::string encode_frame(const google::protobuf::MessageLite &msg);
 // the socket is non-blocking; with dontwait, EAGAIN is an error. Returns 0 or errno.
 int send_frame(int sock, const std::string &frame, int fd, bool dontwait);
 
-// Reads what is available (one recvmsg) into the decoder; received descriptors are
-// appended to *fds. Returns bytes read, 0 on EOF, -errno on error.
-long receive_some(int sock, FrameDecoder &decoder, std::deque<int> *fds, bool dontwait);
+// Reads what is available (one recvmsg) into the decoder, with the descriptors
+// that came along. Returns bytes read, 0 on EOF, -errno on error.
+long receive_some(int sock, FrameDecoder &decoder, bool dontwait);
 
 } // namespace neuron::wire

@@ -6,15 +6,9 @@
 
 namespace neuron::daemon {
 
-bool peer_is_admin(const Peer &peer, const std::string &admin_group)
+bool peer_in_group(const Peer &peer, gid_t gid)
 {
-	if (peer.uid == 0)
-		return true;
-	const struct group *g = getgrnam(admin_group.c_str());
-	if (!g)
-		return false;
-	const gid_t admin = g->gr_gid;
-	if (peer.gid == admin)
+	if (peer.gid == gid)
 		return true;
 	std::ifstream status("/proc/" + std::to_string(peer.pid) + "/status");
 	std::string line;
@@ -22,12 +16,20 @@ bool peer_is_admin(const Peer &peer, const std::string &admin_group)
 		if (line.rfind("Groups:", 0) != 0)
 			continue;
 		std::istringstream in(line.substr(7));
-		long gid;
-		while (in >> gid)
-			if (static_cast<gid_t>(gid) == admin)
+		long g;
+		while (in >> g)
+			if (static_cast<gid_t>(g) == gid)
 				return true;
 	}
 	return false;
+}
+
+bool peer_is_admin(const Peer &peer, const std::string &admin_group)
+{
+	if (peer.uid == 0)
+		return true;
+	const struct group *g = getgrnam(admin_group.c_str());
+	return g && peer_in_group(peer, g->gr_gid);
 }
 
 std::string admin_refusal(const std::string &what, const Peer &peer, const std::string &admin_group)

@@ -11,6 +11,8 @@
 namespace neuron::daemon {
 
 bool peer_is_admin(const Peer &peer, const std::string &admin_group);
+// Whether the peer's primary or supplementary groups (at connect) include gid.
+bool peer_in_group(const Peer &peer, gid_t gid);
 
 // The error text a refused admin call gets.
 std::string admin_refusal(const std::string &what, const Peer &peer, const std::string &admin_group);

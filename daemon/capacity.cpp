@@ -1,6 +1,7 @@
 #include "capacity.h"
 
 #include "log.h"
+#include "text.h"
 #include "tenant.h"
 
 #include <neuron/futex.h>
@@ -162,7 +163,7 @@ std::string Capacity::reclaim(Pool lender, uint32_t count, std::optional<uint32_
 			continue;
 		if (auto err = leases_.begin_reclaim(it->device, it->core, deadline); !err.empty()) {
 			NLOG_WARN("lease.reclaim_refused", "device=" + std::to_string(it->device) + " core=" +
-								   std::to_string(it->core) + " error=\"" + err + "\"");
+								   std::to_string(it->core) + " error=" + quoted(err));
 			continue;
 		}
 		it->state = "reclaiming";

@@ -62,6 +62,10 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 		->check(CLI::Range(uint64_t(1) << 10, uint64_t(1) << 40));
 	app.add_option("--tile-elements", c->tile_elements, "elements per elementwise/reduction tile and host thread")
 		->check(CLI::Range(uint64_t(1) << 8, uint64_t(1) << 40));
+	app.add_option("--limit", c->limits,
+		       "per-tenant limit SCOPE.RESOURCE=VALUE, repeatable: scope default, training, inference, group:NAME "
+		       "or uid:N; resource hbm_bytes, host_buffers, host_bytes or queues; value N, N[KMGT], N% or "
+		       "unlimited (e.g. training.hbm_bytes=75%)");
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace neuron::daemon {
 
@@ -40,6 +41,9 @@ struct Config {
 	uint32_t reclaim_deadline_ms = 100;      // default reclaim deadline
 	uint64_t tile_macs = 1ull << 24;         // matmul multiply-adds per tile and host thread
 	uint64_t tile_elements = 1ull << 19;     // elements per elementwise/reduction tile and host thread
+
+	// Per-tenant limits (tenant_limits.h): "SCOPE.RESOURCE=VALUE" entries.
+	std::vector<std::string> limits;
 };
 
 // Parses argv; on --help/--version prints and returns *exit_code >= 0; on a bad

@@ -1,6 +1,7 @@
 #include "events.h"
 
 #include "log.h"
+#include "text.h"
 
 #include <chrono>
 
@@ -26,7 +27,7 @@ void EventBus::publish(api::Event ev)
 				   std::to_string(ev.core()) + " tenant=" + std::to_string(ev.tenant_id()) +
 				   (ev.loan_id() ? " loan=" + std::to_string(ev.loan_id()) : "") +
 				   (ev.latency_ns() ? " latency_ns=" + std::to_string(ev.latency_ns()) : "") +
-				   " message=\"" + ev.message() + "\"");
+				   " message=" + quoted(ev.message()));
 	recent_.push_back(ev);
 	if (recent_.size() > kBacklog)
 		recent_.pop_front();

@@ -5,6 +5,7 @@
 #include "listen_fds.h"
 #include "log.h"
 #include "sd_notify.h"
+#include "text.h"
 #include "server.h"
 
 #include <neuron/socket_path.h>
@@ -20,6 +21,7 @@
 #include <boost/asio.hpp>
 
 #include <csignal>
+#include <sys/resource.h>
 #include <exception>
 #include <iostream>
 #include <stdexcept>
@@ -51,7 +53,7 @@ backend::BackendOptions backend_options(const Config &config)
 // device.
 void log_backend(const backend::DeviceBackend &devices, const backend::Selected &selected)
 {
-	NLOG_INFO("backend", std::string("backend=") + devices.name() + " reason=\"" + selected.reason + "\" devices=" +
+	NLOG_INFO("backend", std::string("backend=") + devices.name() + " reason=" + quoted(selected.reason) + " devices=" +
 				     std::to_string(devices.device_count()));
 	if (!selected.warning.empty())
 		NLOG_WARN("backend.settings", std::string("backend=") + devices.name() + ": " + selected.warning);
@@ -78,6 +80,12 @@ int main(int argc, char **argv)
 		config.socket_path = neuron::detail::default_socket_path(neuron::detail::SocketRole::Daemon);
 	// A tenant that vanishes mid-reply must not kill the daemon.
 	std::signal(SIGPIPE, SIG_IGN);
+	// Each tenant costs a socket and a ring memfd or more: take every descriptor the
+	// hard limit allows (the soft default of 1024 would cap it near 500 tenants).
+	if (struct rlimit r; getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
 
 	try {
 		// Before the devices: a second daemon must not take the devices (the
@@ -93,7 +101,7 @@ int main(int argc, char **argv)
 		}
 		// Before any thread starts: choosing the BLAS kernels briefly sets an
 		// environment variable (kernels/blas_select.h).
-		NLOG_INFO("blas", "blas=\"" + kernels::blas_description() + "\"");
+		NLOG_INFO("blas", "blas=" + quoted(kernels::blas_description()));
 		// BLAS keeps one global pool: size it to one command's thread budget.
 		openblas_set_num_threads(options.engines.threads);
 		backend::Selected selected = backend::open_backend(options);
@@ -119,7 +127,7 @@ int main(int argc, char **argv)
 		devices.stop();
 		NLOG_INFO("daemon.exit", "status=clean");
 	} catch (const std::exception &e) {
-		NLOG_ERROR("daemon.fatal", std::string("error=\"") + e.what() + "\"");
+		NLOG_ERROR("daemon.fatal", "error=" + quoted(e.what()));
 		std::cerr << "neurond: " << e.what() << "\n";
 		return 1;
 	}

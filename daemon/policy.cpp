@@ -75,6 +75,12 @@ std::string validate_policy(const api::PolicyConfig &p)
 {
 	if (p.mode() != "manual" && p.mode() != "scheduled" && p.mode() != "auto")
 		return "policy mode '" + p.mode() + "' is unknown: use manual, scheduled or auto";
+	// GetCapacity reports the policy in one frame (1 MiB) beside the cores and loans:
+	// a policy that could not be reported is refused here, not cut off there.
+	constexpr int kMaxWindows = 256;
+	if (p.windows_size() > kMaxWindows)
+		return "the policy has " + std::to_string(p.windows_size()) + " schedule windows; at most " +
+		       std::to_string(kMaxWindows) + " are allowed (merge adjacent windows)";
 	int m;
 	for (const auto &w : p.windows())
 		if (!parse_hhmm(w.start(), &m) || !parse_hhmm(w.end(), &m))

@@ -2,10 +2,12 @@
 
 #include "listen_fds.h"
 #include "log.h"
+#include "text.h"
 #include "session.h"
 
 #include <neuron/cmd.h>
 
+#include <fstream>
 #include <grp.h>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -39,6 +41,22 @@ uint32_t inference_cores(const backend::DeviceBackend &devices, const Config &co
 	return config.inference_cores < 0 ? cores / 2 : std::min<uint32_t>(uint32_t(config.inference_cores), cores);
 }
 
+Limits::Totals limit_totals(const backend::DeviceBackend &devices)
+{
+	Limits::Totals t;
+	for (uint32_t d = 0; d < devices.device_count(); ++d)
+		t.hbm_bytes += devices.describe(d).hbm_bytes;
+	t.host_ram = host_ram_bytes();
+	return t;
+}
+
+size_t max_map_count()
+{
+	std::ifstream f("/proc/sys/vm/max_map_count");
+	size_t n = 0;
+	return f >> n && n > 0 ? n : 65530;
+}
+
 void make_parent_dir(const std::string &path)
 {
 	const auto slash = path.rfind('/');
@@ -56,9 +74,12 @@ void make_parent_dir(const std::string &path)
 Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, const Config &config)
 	: io_(io), devices_(devices), config_(config), events_(io), leases_(devices, inference_cores(devices, config)),
 	  capacity_(devices, leases_, events_, config),
-	  policy_(io, devices, leases_, capacity_, events_, policy_from_config(config)), telemetry_timer_(io),
+	  policy_(io, devices, leases_, capacity_, events_, policy_from_config(config)),
+	  limits_(limit_totals(devices)), max_host_buffers_(max_map_count() / 2), telemetry_timer_(io),
 	  path_(config.socket_path), acceptor_(io)
 {
+	if (auto err = limits_.parse(config.limits); !err.empty())
+		throw std::runtime_error("bad --limit: " + err);
 	if (auto err = validate_policy(policy_.config()); !err.empty())
 		throw std::runtime_error("bad capacity policy: " + err);
 	if (!config.schedule.empty()) {
@@ -69,14 +90,15 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 	}
 	// Engine threads report through the event bus, which hops onto this thread.
 	devices_.on_fault = [this](const backend::Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
-		NLOG_WARN("queue.fault", "queue=" + std::to_string(q.id()) + " device=" + std::to_string(q.device()) +
+		NLOG_WARN("queue.fault", "tenant=" + std::to_string(q.tenant().id()) + " queue=" + std::to_string(q.id()) + " device=" + std::to_string(q.device()) +
 						 " core=" + std::to_string(q.core()) + " backend=" + devices_.name() +
-						 " code=" + std::to_string(code) + " seq=" + std::to_string(seq) + " reason=\"" +
-						 reason + "\"");
+						 " code=" + std::to_string(code) + " seq=" + std::to_string(seq) + " reason=" +
+						 quoted(reason));
 		api::Event ev = EventBus::make(code == NEURON_FAULT_RESET ? "core.reset" : "queue.fault", q.device(),
 					       q.kind() == backend::QueueKind::Core ? static_cast<int32_t>(q.core()) : -1,
 					       "queue " + std::to_string(q.id()) + " seq " + std::to_string(seq) + " code " +
 						       std::to_string(code) + ": " + reason);
+		ev.set_tenant_id(q.tenant().id()); // whose queue faulted
 		events_.post(std::move(ev));
 	};
 	devices_.on_switched = [this](uint32_t device, uint32_t core) { leases_.switched(device, core); };
@@ -141,7 +163,7 @@ void Server::accept()
 			sessions_[id] = s;
 			s->start();
 		} else {
-			NLOG_WARN("server.accept_failed", "error=\"" + ec.message() + "\"");
+			NLOG_WARN("server.accept_failed", "error=" + quoted(ec.message()));
 		}
 		accept();
 	});
@@ -154,6 +176,14 @@ std::vector<const Tenant *> Server::tenants() const
 		if (s->tenant().greeted && !s->tenant().observer)
 			out.push_back(&s->tenant());
 	return out;
+}
+
+size_t Server::host_buffers() const
+{
+	size_t n = 0;
+	for (const auto &[id, s] : sessions_)
+		n += s->tenant().host_buffer_count();
+	return n;
 }
 
 void Server::tenant_gone() { capacity_.return_orphaned_loans(); }

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "events.h"
 #include "leases.h"
+#include "tenant_limits.h"
 #include "policy.h"
 
 #include <backend/device_backend.h>
@@ -37,6 +38,11 @@ public:
 	EventBus &events() { return events_; }
 	Capacity &capacity() { return capacity_; }
 	Policy &policy() { return policy_; }
+	const Limits &limits() const { return limits_; }
+	// Host buffers all tenants hold, and how many neurond maps at most (half of
+	// vm.max_map_count: the mappings its rings and HBM need must stay possible).
+	size_t host_buffers() const;
+	size_t max_host_buffers() const { return max_host_buffers_; }
 	const Config &config() const { return config_; }
 	// Greeted, non-observer tenants.
 	std::vector<const Tenant *> tenants() const;
@@ -56,6 +62,8 @@ private:
 	Leases leases_;
 	Capacity capacity_;
 	Policy policy_;
+	Limits limits_;
+	size_t max_host_buffers_;
 	boost::asio::steady_timer telemetry_timer_;
 	void roll_telemetry();
 	std::string path_;

@@ -3,10 +3,9 @@
 #include "admin.h"
 #include "log.h"
 #include "server.h"
+#include "text.h"
 
-#include <neuron/cmd.h>
-
-#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,10 +13,6 @@
 namespace neuron::daemon {
 
 namespace {
-
-constexpr uint32_t kApiMajor = 1;
-constexpr uint32_t kApiMinor = 1; // 1: capacity sharing (pools, loans, policy, events)
-constexpr size_t kMaxPendingFds = 16;
 
 Peer peer_of(int fd)
 {
@@ -36,7 +31,8 @@ Peer peer_of(int fd)
 			ch = ' ';
 	while (!raw.empty() && raw.back() == ' ')
 		raw.pop_back();
-	p.command = raw.substr(0, 255);
+	// Shown by neuron-ls and logged: escaped, so argv cannot forge lines or bytes.
+	p.command = escape_text(raw, 255);
 	return p;
 }
 
@@ -44,22 +40,19 @@ Peer peer_of(int fd)
 
 Session::Session(boost::asio::local::stream_protocol::socket socket, Server &server, uint64_t id)
 	: socket_(std::move(socket)), server_(server),
-	  tenant_(std::make_unique<Tenant>(id, peer_of(socket_.native_handle()), server.devices()))
+	  tenant_(std::make_unique<Tenant>(id, peer_of(socket_.native_handle()), server.devices())),
+	  drain_timer_(socket_.get_executor())
 {
 	socket_.non_blocking(true);
 	tenant_->admin = peer_is_admin(tenant_->peer(), server.config().admin_group);
 }
 
-Session::~Session()
-{
-	for (int fd : fds_)
-		::close(fd);
-}
+Session::~Session() = default;
 
 void Session::start()
 {
 	NLOG_INFO("tenant.connect", tenant_->log_fields() + " uid=" + std::to_string(tenant_->peer().uid) +
-					    " command=\"" + tenant_->peer().command + "\"");
+					    " command=" + quoted(tenant_->peer().command));
 	read_more();
 }
 
@@ -73,7 +66,7 @@ void Session::close(const std::string &reason)
 	boost::system::error_code ignored;
 	socket_.close(ignored);
 	tenant_->release_all();
-	NLOG_INFO("tenant.disconnect", tenant_->log_fields() + " reason=\"" + reason + "\"");
+	NLOG_INFO("tenant.disconnect", tenant_->log_fields() + " reason=" + quoted(reason));
 	if (tenant_->greeted && !tenant_->observer) {
 		api::Event ev = EventBus::make("tenant.exit", 0, -1,
 					       "pid " + std::to_string(tenant_->peer().pid) + " (" + reason + ")");
@@ -88,15 +81,19 @@ void Session::close(const std::string &reason)
 
 void Session::read_more()
 {
+	if (reading_ || closed_ || draining_)
+		return;
+	reading_ = true;
 	auto self = shared_from_this();
 	socket_.async_wait(boost::asio::socket_base::wait_read, [self](const boost::system::error_code &ec) {
-		if (self->closed_)
+		self->reading_ = false;
+		if (self->closed_ || self->draining_)
 			return;
 		if (ec) {
 			self->close("socket error: " + ec.message());
 			return;
 		}
-		const long n = wire::receive_some(self->socket_.native_handle(), self->decoder_, &self->fds_, true);
+		const long n = wire::receive_some(self->socket_.native_handle(), self->decoder_, true);
 		if (n == 0) {
 			self->close("peer closed the connection");
 			return;
@@ -105,47 +102,63 @@ void Session::read_more()
 			self->close("receive failed: " + std::string(std::strerror(static_cast<int>(-n))));
 			return;
 		}
-		if (self->process_frames())
-			self->read_more();
+		self->pump();
 	});
 }
 
-bool Session::process_frames()
+void Session::pump()
 {
-	for (;;) {
+	if (in_pump_)
+		return;
+	in_pump_ = true;
+	auto self = shared_from_this(); // close() may drop the server's reference
+	// While replies pile up unread, requests wait in the socket: the client stalls,
+	// the daemon's memory does not grow.
+	while (!closed_ && !draining_ && outbox_.reply_bytes() < Outbox::kReadPauseBytes) {
 		std::string payload, error;
-		const auto status = decoder_.next(&payload, &error);
-		if (status == wire::FrameDecoder::Status::NeedMore)
-			return true;
-		api::Response resp;
+		std::vector<int> fds;
+		const auto status = decoder_.next(&payload, &error, &fds);
+		if (status == wire::FrameDecoder::Status::NeedMore) {
+			read_more();
+			break;
+		}
 		if (status == wire::FrameDecoder::Status::Error) {
+			// No request was parsed, so there is no request_id to echo: 0.
+			api::Response resp;
 			fail(&resp, api::ERROR_PROTOCOL, "malformed frame: " + error);
 			reply(resp, -1);
-			close("protocol error: " + error);
-			return false;
+			close_after_flush("protocol error: " + error);
+			break;
 		}
-		api::Request req;
-		if (!req.ParseFromString(payload)) {
-			fail(&resp, api::ERROR_PROTOCOL, "frame does not hold a valid Request message");
-			reply(resp, -1);
-			close("protocol error: unparsable request");
-			return false;
-		}
-		if (fds_.size() > kMaxPendingFds) {
-			fail(&resp, api::ERROR_PROTOCOL, "too many file descriptors sent without a request that takes them");
-			reply(resp, -1);
-			close("protocol error: descriptor flood");
-			return false;
-		}
-		resp.set_request_id(req.request_id());
-		int reply_fd = -1;
-		const bool keep = dispatch(req, &resp, &reply_fd);
-		reply(resp, reply_fd);
-		if (!keep || closed_) {
-			close(resp.has_error() ? resp.error().message() : "closed");
-			return false;
-		}
+		if (!handle_frame(payload, std::move(fds)))
+			break;
 	}
+	in_pump_ = false;
+}
+
+bool Session::handle_frame(const std::string &payload, std::vector<int> fds)
+{
+	api::Request req;
+	api::Response resp;
+	if (!req.ParseFromString(payload)) {
+		for (int fd : fds)
+			::close(fd);
+		fail(&resp, api::ERROR_PROTOCOL, "frame does not hold a valid Request message");
+		reply(resp, -1);
+		close_after_flush("protocol error: unparsable request");
+		return false;
+	}
+	resp.set_request_id(req.request_id());
+	int reply_fd = -1;
+	const bool keep = dispatch(req, fds, &resp, &reply_fd);
+	for (int fd : fds) // descriptors the request did not take
+		::close(fd);
+	reply(resp, reply_fd);
+	if (!keep) {
+		close_after_flush(resp.has_error() ? resp.error().message() : "closed");
+		return false;
+	}
+	return !closed_;
 }
 
 void Session::fail(api::Response *resp, api::ErrorCode code, const std::string &message)
@@ -154,197 +167,104 @@ void Session::fail(api::Response *resp, api::ErrorCode code, const std::string &
 	resp->mutable_error()->set_message(message);
 	if (code != api::ERROR_NONE)
 		NLOG_DEBUG("request.error", tenant_->log_fields() + " code=" + api::ErrorCode_Name(code) +
-						    " message=\"" + message + "\"");
+						    " message=" + quoted(message));
 }
 
-void Session::reply(const api::Response &resp, int fd)
+void Session::reply(api::Response &resp, int fd)
 {
 	if (closed_)
 		return;
-	const int err = wire::send_frame(socket_.native_handle(), wire::encode_frame(resp), fd, true);
-	// A client that does not read its replies fills the socket buffer; it is broken,
-	// and the daemon will not block on it.
-	if (err != 0)
-		close("cannot send reply: " + std::string(std::strerror(err)));
+	std::string frame = wire::encode_frame(resp);
+	if (frame.size() - 4 > wire::kMaxFrame) {
+		// Never cut a frame off: say what happened instead (requests that can grow
+		// past a frame are paged or refused when set, so this is a last resort).
+		const size_t bytes = frame.size() - 4;
+		api::Response r;
+		r.set_request_id(resp.request_id());
+		fail(&r, api::ERROR_RESOURCE_EXHAUSTED,
+		     "the reply would be " + std::to_string(bytes) + " bytes, more than one frame (" +
+			     std::to_string(wire::kMaxFrame) + " bytes) holds");
+		frame = wire::encode_frame(r);
+		fd = -1;
+	}
+	outbox_.push_reply(std::move(frame), fd);
+	flush();
 }
 
-bool Session::dispatch(const api::Request &req, api::Response *resp, int *reply_fd)
+void Session::push_event(const api::Event &ev)
 {
-	Tenant &t = *tenant_;
-	if (!t.greeted && !req.has_hello()) {
-		fail(resp, api::ERROR_PROTOCOL, "the first request must be Hello");
-		return false;
+	if (closed_ || draining_)
+		return;
+	if (!ev.client_name().empty() && ev.tenant_id() && !may_see_id(ev.tenant_id())) {
+		api::Event redacted = ev;
+		redacted.clear_client_name();
+		outbox_.push_event(redacted);
+	} else {
+		outbox_.push_event(ev);
 	}
-	switch (req.body_case()) {
-	case api::Request::kHello: {
-		const auto &h = req.hello();
-		if (t.greeted) {
-			fail(resp, api::ERROR_PROTOCOL, "Hello sent twice");
-			return false;
-		}
-		if (h.api_major() != kApiMajor) {
-			fail(resp, api::ERROR_VERSION_MISMATCH,
-			     "client speaks API " + std::to_string(h.api_major()) + ".x, this neurond speaks " +
-				     std::to_string(kApiMajor) + ".x: install matching libneuron and neurond versions");
-			return false;
-		}
-		t.greeted = true;
-		t.client_name = h.client_name().substr(0, 63);
-		t.kind = h.kind() == api::TENANT_KIND_INFERENCE ? api::TENANT_KIND_INFERENCE : api::TENANT_KIND_TRAINING;
-		t.observer = h.observer();
-		t.weight = h.weight() == 0 ? 1 : std::min<uint32_t>(h.weight(), 1000);
-		auto *r = resp->mutable_hello();
-		r->set_api_major(kApiMajor);
-		r->set_api_minor(kApiMinor);
-		r->set_daemon_version(NEURON_VERSION);
-		r->set_tenant_id(t.id());
-		r->set_cmd_abi_major(NEURON_CMD_ABI_MAJOR);
-		r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
-		NLOG_INFO("tenant.hello", t.log_fields() + " name=\"" + t.client_name + "\" kind=" +
-						  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : ""));
-		if (!t.observer) {
-			api::Event ev = EventBus::make("tenant.connect", 0, -1,
-						       std::string(sched::pool_name(t.pool())) + " pid " +
-							       std::to_string(t.peer().pid) + " \"" + t.client_name + "\"");
-			ev.set_tenant_id(t.id());
-			server_.events().publish(ev);
-		}
-		return true;
-	}
-	case api::Request::kPing:
-		resp->mutable_pong();
-		return true;
-	case api::Request::kListDevices: {
-		auto *r = resp->mutable_list_devices();
-		backend::DeviceBackend &devices = server_.devices();
-		const uint32_t n = devices.device_count();
-		for (uint32_t i = 0; i < n; ++i) {
-			backend::DeviceInfo d;
-			try {
-				d = devices.describe(i);
-			} catch (const std::exception &e) {
-				fail(resp, api::ERROR_INTERNAL, "cannot describe device " + std::to_string(i) + ": " + e.what());
-				return true;
+	flush();
+}
+
+void Session::flush()
+{
+	if (writing_ || closed_)
+		return;
+	int err = 0;
+	switch (outbox_.flush(socket_.native_handle(), &err)) {
+	case Outbox::Flush::Done:
+		if (draining_)
+			close(drain_reason_);
+		else
+			pump(); // requests may have waited for room
+		return;
+	case Outbox::Flush::WouldBlock: {
+		writing_ = true;
+		auto self = shared_from_this();
+		socket_.async_wait(boost::asio::socket_base::wait_write, [self](const boost::system::error_code &ec) {
+			self->writing_ = false;
+			if (self->closed_)
+				return;
+			if (ec) {
+				self->close("socket error: " + ec.message());
+				return;
 			}
-			auto *info = r->add_devices();
-			info->set_index(d.index);
-			info->set_profile(d.profile);
-			info->set_core_count(d.cores);
-			info->set_hbm_bytes(d.hbm_bytes);
-			info->set_hbm_used_bytes(d.hbm_used_bytes);
-			info->set_hbm_largest_free_bytes(d.hbm_largest_free_bytes);
-			info->set_pci_bdf(d.pci_bdf);
-			info->set_numa_node(d.numa_node);
-			info->set_backend(devices.name());
-			// The simulated devices form a ring, as NeuronLink neighbours do.
-			if (n > 1) {
-				info->add_connected_devices((i + n - 1) % n);
-				if (n > 2)
-					info->add_connected_devices((i + 1) % n);
-			}
-		}
-		return true;
+			self->flush();
+		});
+		return;
 	}
-	case api::Request::kListTenants: {
-		auto *r = resp->mutable_list_tenants();
-		for (const auto &[id, s] : server_.sessions())
-			if (s->tenant_->greeted && !s->tenant_->observer)
-				s->tenant_->fill_info(r->add_tenants());
-		return true;
+	case Outbox::Flush::Error:
+		close("cannot send: " + std::string(std::strerror(err)));
+		return;
 	}
-	case api::Request::kAllocDevice: {
-		const auto &a = req.alloc_device();
-		uint64_t address = 0;
-		api::ErrorCode code;
-		if (auto err = t.alloc(a.device(), a.size(), a.alignment(), &address, &code); !err.empty()) {
-			fail(resp, code, err);
-			return true;
-		}
-		resp->mutable_alloc_device()->set_address(address);
-		resp->mutable_alloc_device()->set_size(a.size());
-		NLOG_DEBUG("memory.alloc", t.log_fields() + " device=" + std::to_string(a.device()) +
-						   " bytes=" + std::to_string(a.size()));
+}
+
+void Session::close_after_flush(const std::string &reason)
+{
+	if (closed_ || draining_)
+		return;
+	draining_ = true;
+	drain_reason_ = reason;
+	// A client that never reads the error must not hold the session: at most 2 s.
+	auto self = shared_from_this();
+	drain_timer_.expires_after(std::chrono::seconds(2));
+	drain_timer_.async_wait([self](const boost::system::error_code &ec) {
+		if (!ec)
+			self->close(self->drain_reason_);
+	});
+	flush();
+}
+
+bool Session::may_see(const Tenant &other) const
+{
+	return tenant_->admin || other.peer().uid == tenant_->peer().uid;
+}
+
+bool Session::may_see_id(uint64_t tenant_id) const
+{
+	if (tenant_->admin)
 		return true;
-	}
-	case api::Request::kFreeDevice: {
-		const auto &f = req.free_device();
-		api::ErrorCode code;
-		if (auto err = t.free(f.device(), f.address(), &code); !err.empty())
-			fail(resp, code, err);
-		else
-			resp->mutable_ok();
-		return true;
-	}
-	case api::Request::kRegisterHostBuffer: {
-		int fd = -1;
-		if (!fds_.empty()) {
-			fd = fds_.front();
-			fds_.pop_front();
-		}
-		uint32_t handle = 0;
-		api::ErrorCode code;
-		const std::string err = t.register_host(fd, req.register_host_buffer().size(), &handle, &code);
-		if (fd >= 0)
-			::close(fd);
-		if (!err.empty())
-			fail(resp, code, err);
-		else
-			resp->mutable_register_host_buffer()->set_handle(handle);
-		return true;
-	}
-	case api::Request::kUnregisterHostBuffer: {
-		api::ErrorCode code;
-		if (auto err = t.unregister_host(req.unregister_host_buffer().handle(), &code); !err.empty())
-			fail(resp, code, err);
-		else
-			resp->mutable_ok();
-		return true;
-	}
-	case api::Request::kCreateQueue: {
-		const auto &c = req.create_queue();
-		std::shared_ptr<backend::Queue> q;
-		std::string err;
-		try {
-			err = t.create_queue(c.device(), c.kind(), c.core(), c.slot_count(), &q);
-		} catch (const std::exception &e) {
-			fail(resp, api::ERROR_RESOURCE_EXHAUSTED, std::string("cannot create the queue: ") + e.what());
-			return true;
-		}
-		if (!err.empty()) {
-			fail(resp, api::ERROR_INVALID_ARGUMENT, err);
-			return true;
-		}
-		auto *r = resp->mutable_create_queue();
-		r->set_queue_id(q->id());
-		r->set_slot_count(q->slot_count());
-		r->set_ring_bytes(q->ring_bytes());
-		*reply_fd = q->memfd();
-		NLOG_INFO("queue.create", t.log_fields() + " queue=" + std::to_string(q->id()) + " device=" +
-						  std::to_string(q->device()) +
-						  (q->kind() == backend::QueueKind::Dma ? " engine=dma" : " core=" + std::to_string(q->core())));
-		return true;
-	}
-	case api::Request::kDestroyQueue:
-		if (auto err = t.destroy_queue(req.destroy_queue().queue_id()); !err.empty())
-			fail(resp, api::ERROR_NOT_FOUND, err);
-		else
-			resp->mutable_ok();
-		return true;
-	case api::Request::kGetCapacity:
-	case api::Request::kLend:
-	case api::Request::kReclaim:
-	case api::Request::kSetPolicy:
-	case api::Request::kSetPool:
-	case api::Request::kSubscribeEvents:
-	case api::Request::kSetWeight:
-		return dispatch_capacity(req, resp);
-	case api::Request::BODY_NOT_SET:
-		break;
-	}
-	// Unknown to this daemon (a newer client's additive request): say so, carry on.
-	fail(resp, api::ERROR_INVALID_ARGUMENT, "request type not supported by this neurond (API " +
-							std::to_string(kApiMajor) + "." + std::to_string(kApiMinor) + ")");
-	return true;
+	auto it = server_.sessions().find(tenant_id);
+	return it != server_.sessions().end() && may_see(it->second->tenant());
 }
 
 } // namespace neuron::daemon

@@ -23,13 +23,6 @@ bool Session::require_admin(const std::string &what, api::Response *resp)
 	return false;
 }
 
-void Session::push_event(const api::Event &ev)
-{
-	api::Response r;
-	*r.mutable_event() = ev;
-	reply(r, -1);
-}
-
 bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 {
 	Capacity &cap = server_.capacity();
@@ -38,6 +31,10 @@ bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 		auto *r = resp->mutable_capacity();
 		cap.fill(r, server_.tenants());
 		*r->mutable_policy() = server_.policy().config();
+		for (auto &p : *r->mutable_pools())
+			if (auto pool = from_api(p.pool()))
+				server_.limits().fill(&p, *pool);
+		server_.limits().fill_classes(r);
 		return true;
 	}
 	case api::Request::kLend: {

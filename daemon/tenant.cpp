@@ -1,6 +1,7 @@
 #include "tenant.h"
 
 #include "log.h"
+#include "text.h"
 
 #include <neuron/ring.hpp>
 
@@ -11,6 +12,8 @@
 #include <fcntl.h>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
+#include <algorithm>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +34,7 @@ Tenant::Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices)
 		ctx_ = devices.open_tenant(id, peer_.pid);
 	} catch (const std::exception &e) {
 		ctx_error_ = e.what();
-		NLOG_ERROR("tenant.context", log_fields() + " backend=" + devices.name() + " error=\"" + ctx_error_ + "\"");
+		NLOG_ERROR("tenant.context", log_fields() + " backend=" + devices.name() + " error=" + quoted(ctx_error_));
 	}
 }
 
@@ -43,6 +46,9 @@ std::string Tenant::log_fields() const
 }
 
 namespace {
+
+// Largest AllocDevice.alignment (contracts/neuron.proto): the same on every backend.
+constexpr uint64_t kMaxAlignment = 1ull << 30;
 
 std::string bad_device(uint32_t device, size_t count)
 {
@@ -81,14 +87,42 @@ std::string Tenant::unready(api::ErrorCode *code) const
 	       ctx_error_;
 }
 
+std::string Tenant::no_device(uint32_t device, api::ErrorCode *code) const
+{
+	if (device < devices_.device_count())
+		return {};
+	*code = api::ERROR_NOT_FOUND;
+	return bad_device(device, devices_.device_count());
+}
+
+std::string Tenant::over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code) const
+{
+	std::string err = Limits::check(limits, r, held, more, limit_class);
+	if (!err.empty())
+		*code = api::ERROR_RESOURCE_EXHAUSTED;
+	return err;
+}
+
 std::string Tenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address, api::ErrorCode *code)
 {
 	*code = api::ERROR_INVALID_ARGUMENT;
 	if (auto err = unready(code); !err.empty())
 		return err;
-	if (device >= devices_.device_count())
-		return bad_device(device, devices_.device_count());
-	return refused(ctx_->alloc(device, size, alignment, address), code);
+	if (auto err = no_device(device, code); !err.empty())
+		return err;
+	if (size == 0)
+		return "allocation size is zero";
+	if (alignment != 0 && !std::has_single_bit(alignment))
+		return "alignment " + std::to_string(alignment) + " is not a power of two";
+	if (alignment > kMaxAlignment)
+		return "alignment " + std::to_string(alignment) + " is above the maximum of " +
+		       std::to_string(kMaxAlignment) + " bytes (1 GiB)";
+	if (auto err = over_limit(Resource::HbmBytes, hbm_held_, size, code); !err.empty())
+		return err;
+	if (auto err = refused(ctx_->alloc(device, size, alignment, address), code); !err.empty())
+		return err;
+	hbm_held_ += size;
+	return {};
 }
 
 std::string Tenant::free(uint32_t device, uint64_t address, api::ErrorCode *code)
@@ -96,9 +130,20 @@ std::string Tenant::free(uint32_t device, uint64_t address, api::ErrorCode *code
 	*code = api::ERROR_NOT_FOUND;
 	if (auto err = unready(code); !err.empty())
 		return err;
-	if (device >= devices_.device_count())
-		return bad_device(device, devices_.device_count());
-	return refused(ctx_->free(device, address), code);
+	if (auto err = no_device(device, code); !err.empty())
+		return err;
+	uint64_t size = 0;
+	{
+		const backend::TenantMemory &m = ctx_->memory();
+		std::shared_lock lock(m.mutex);
+		uint64_t start = 0;
+		if (const auto *a = m.find_device(device, address, 1, &start); a && start == address)
+			size = a->size;
+	}
+	if (auto err = refused(ctx_->free(device, address), code); !err.empty())
+		return err;
+	hbm_held_ -= std::min(hbm_held_, size);
+	return {};
 }
 
 std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle, api::ErrorCode *code)
@@ -107,7 +152,7 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle, api::
 	if (auto err = unready(code); !err.empty())
 		return err;
 	if (fd < 0)
-		return "RegisterHostBuffer needs a memfd passed with SCM_RIGHTS, and none arrived";
+		return "RegisterHostBuffer needs a memfd passed with SCM_RIGHTS on its own frame, and none arrived";
 	if (size == 0)
 		return "host buffer size is zero";
 	// Only a memfd sealed against shrinking is safe to map: otherwise the tenant could
@@ -118,9 +163,16 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle, api::
 	struct stat st;
 	if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size)
 		return "host buffer memfd is smaller than the " + std::to_string(size) + " bytes declared";
+	if (auto err = over_limit(Resource::HostBuffers, host_count_, 1, code); !err.empty())
+		return err;
+	if (auto err = over_limit(Resource::HostBytes, host_bytes_, size, code); !err.empty())
+		return err;
 	if (auto err = refused(ctx_->register_host(fd, size, next_host_handle_), code); !err.empty())
 		return err;
 	*handle = next_host_handle_++;
+	host_sizes_[*handle] = size;
+	++host_count_;
+	host_bytes_ += size;
 	return {};
 }
 
@@ -129,34 +181,49 @@ std::string Tenant::unregister_host(uint32_t handle, api::ErrorCode *code)
 	*code = api::ERROR_NOT_FOUND;
 	if (auto err = unready(code); !err.empty())
 		return err;
-	return refused(ctx_->unregister_host(handle), code);
+	if (auto err = refused(ctx_->unregister_host(handle), code); !err.empty())
+		return err;
+	if (auto it = host_sizes_.find(handle); it != host_sizes_.end()) {
+		host_bytes_ -= it->second;
+		--host_count_;
+		host_sizes_.erase(it);
+	}
+	return {};
 }
 
 std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
-				 std::shared_ptr<backend::Queue> *out)
+				 std::shared_ptr<backend::Queue> *out, api::ErrorCode *code)
 {
-	api::ErrorCode ignored;
-	if (auto err = unready(&ignored); !err.empty())
+	*code = api::ERROR_INVALID_ARGUMENT;
+	if (auto err = unready(code); !err.empty())
 		return err;
-	if (device >= devices_.device_count())
-		return bad_device(device, devices_.device_count());
+	if (auto err = no_device(device, code); !err.empty())
+		return err;
 	if (kind != api::QUEUE_KIND_CORE && kind != api::QUEUE_KIND_DMA)
 		return "queue kind must be CORE or DMA";
 	const uint32_t cores = devices_.core_count(device);
-	if (kind == api::QUEUE_KIND_CORE && core >= cores)
+	if (kind == api::QUEUE_KIND_CORE && core >= cores) {
+		*code = api::ERROR_NOT_FOUND;
 		return "core " + std::to_string(core) + " does not exist on device " + std::to_string(device) +
 		       " (it has " + std::to_string(cores) + " cores)";
+	}
 	if (slots == 0)
 		slots = 256;
 	if (!ring::valid_slot_count(slots))
 		return "slot_count " + std::to_string(slots) + " must be a power of two in 2..65536";
-	if (queues_.size() >= 1024)
-		return "this tenant already has 1024 queues";
+	if (auto err = over_limit(Resource::Queues, queues_.size(), 1, code); !err.empty())
+		return err;
 	const auto qkind = kind == api::QUEUE_KIND_DMA ? QueueKind::Dma : QueueKind::Core;
-	auto q = std::make_shared<backend::Queue>(next_queue_id(), qkind, device, qkind == QueueKind::Dma ? 0 : core,
-						  slots, ctx_, directory_);
+	std::shared_ptr<backend::Queue> q;
+	try {
+		q = std::make_shared<backend::Queue>(next_queue_id(), qkind, device, qkind == QueueKind::Dma ? 0 : core,
+						     slots, ctx_, directory_);
+	} catch (const std::exception &e) {
+		*code = api::ERROR_RESOURCE_EXHAUSTED;
+		return std::string("cannot create the queue's ring: ") + e.what();
+	}
 	if (auto r = ctx_->attach_queue(*q))
-		return r->message;
+		return refused(r, code);
 	directory_->add(q->id(), q);
 	queues_[q->id()] = q;
 	// `core` names a logical core: the scheduler runs it on whichever physical cores
@@ -272,6 +339,8 @@ void Tenant::fill_info(api::TenantInfo *info) const
 	info->set_command(peer_.command);
 	info->set_client_name(client_name);
 	info->set_kind(kind);
+	Limits::fill(limits, info->mutable_limits());
+	info->set_limit_class(limit_class);
 	if (!ctx_)
 		return;
 	const backend::TenantMemory &m = ctx_->memory();

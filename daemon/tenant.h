@@ -4,6 +4,8 @@
 // interface (runtime/backend/device_backend.h): whichever backend runs, the same code.
 #pragma once
 
+#include "tenant_limits.h"
+
 #include <backend/device_backend.h>
 #include <backend/queue.h>
 #include <sched/logical_core.h>
@@ -45,6 +47,10 @@ public:
 	bool admin = false;
 	// It created a core queue at some point: its exit may leave its pool without work.
 	bool used_cores = false;
+	// Its limits (set by Hello from its pool and credentials; tenant_limits.h).
+	LimitSet limits;
+	std::string limit_class;
+	size_t host_buffer_count() const { return host_count_; }
 
 	sched::Pool pool() const { return kind == api::TENANT_KIND_INFERENCE ? sched::Pool::Inference : sched::Pool::Training; }
 	// Commands published and not completed, over its core queues on `device`.
@@ -60,7 +66,7 @@ public:
 	std::string register_host(int fd, uint64_t size, uint32_t *handle, api::ErrorCode *code);
 	std::string unregister_host(uint32_t handle, api::ErrorCode *code);
 	std::string create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
-				 std::shared_ptr<backend::Queue> *out);
+				 std::shared_ptr<backend::Queue> *out, api::ErrorCode *code);
 	std::string destroy_queue(uint64_t id);
 
 	// Everything the tenant holds goes back: queues stop, memory is zeroed and freed.
@@ -73,6 +79,10 @@ private:
 	std::string refused(const backend::Result &r, api::ErrorCode *code) const;
 	// "" or why this tenant has no backend context.
 	std::string unready(api::ErrorCode *code) const;
+	// "" or why `device` is not one (NOT_FOUND).
+	std::string no_device(uint32_t device, api::ErrorCode *code) const;
+	// "" or the refusal of a limit (RESOURCE_EXHAUSTED).
+	std::string over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code) const;
 
 	uint64_t id_;
 	Peer peer_;
@@ -88,6 +98,11 @@ private:
 	std::map<const sched::LogicalCore *, sched::LatencyHistogram::Counts> window_base_;
 	std::map<const sched::LogicalCore *, sched::LatencyHistogram::Counts> window_prev_;
 	uint32_t next_host_handle_ = 1;
+	// What it holds, for its limits (control thread).
+	uint64_t hbm_held_ = 0;
+	size_t host_count_ = 0;
+	uint64_t host_bytes_ = 0;
+	std::map<uint32_t, uint64_t> host_sizes_; // handle -> bytes
 	bool released_ = false;
 };
 

@@ -70,9 +70,10 @@ neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int
 	req.set_request_id(c->next_request++);
 	if (int err = wire::send_frame(c->sock, wire::encode_frame(req), send_fd, false))
 		return lost(c, std::string("send: ") + std::strerror(err));
+	std::vector<int> fds; // sent with the reply
 	for (;;) {
 		std::string payload, error;
-		auto st = c->decoder.next(&payload, &error);
+		auto st = c->decoder.next(&payload, &error, &fds);
 		if (st == wire::FrameDecoder::Status::Error)
 			return lost(c, "malformed reply frame: " + error);
 		if (st == wire::FrameDecoder::Status::Frame) {
@@ -82,22 +83,19 @@ neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int
 				return lost(c, "reply to another request");
 			break;
 		}
-		long n = wire::receive_some(c->sock, c->decoder, &c->fds, false);
+		long n = wire::receive_some(c->sock, c->decoder, false);
 		if (n == 0)
 			return lost(c, "connection closed");
 		if (n < 0)
 			return lost(c, std::string("receive: ") + std::strerror(static_cast<int>(-n)));
 	}
 	if (recv_fd) {
-		*recv_fd = -1;
-		if (!c->fds.empty()) {
-			*recv_fd = c->fds.front();
-			c->fds.pop_front();
-		}
+		*recv_fd = fds.empty() ? -1 : fds.front();
+		if (!fds.empty())
+			fds.erase(fds.begin());
 	}
-	for (int fd : c->fds) // descriptors nobody asked for
+	for (int fd : fds) // descriptors nobody asked for
 		close(fd);
-	c->fds.clear();
 	if (resp->has_error())
 		return fail(status_of(resp->error().code()), resp->error().message());
 	return NEURON_OK;
@@ -175,8 +173,6 @@ extern "C" void neuron_disconnect(neuron_client *c)
 	if (c->staging)
 		neuron_host_free(c->staging);
 	close(c->sock);
-	for (int fd : c->fds)
-		close(fd);
 	delete c;
 }
 

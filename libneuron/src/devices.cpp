@@ -73,12 +73,19 @@ extern "C" neuron_status neuron_list_tenants(neuron_client *c, struct neuron_ten
 {
 	if (!c || !count || (capacity && !tenants))
 		return fail(NEURON_ERR_INVALID, "neuron_list_tenants: arguments must not be NULL");
-	api::Request req;
-	req.mutable_list_tenants();
-	api::Response resp;
-	if (neuron_status s = call(c, req, &resp); s != NEURON_OK)
-		return s;
-	const auto &list = resp.list_tenants().tenants();
+	// The daemon pages long lists (one frame holds a bounded number of tenants).
+	google::protobuf::RepeatedPtrField<api::TenantInfo> list;
+	uint64_t after = 0;
+	do {
+		api::Request req;
+		req.mutable_list_tenants()->set_start_after(after);
+		api::Response resp;
+		if (neuron_status s = call(c, req, &resp); s != NEURON_OK)
+			return s;
+		for (const auto &t : resp.list_tenants().tenants())
+			*list.Add() = t;
+		after = resp.list_tenants().next_start_after();
+	} while (after != 0);
 	*count = static_cast<uint32_t>(list.size());
 	for (uint32_t i = 0; i < std::min(capacity, *count); ++i) {
 		const api::TenantInfo &t = list[static_cast<int>(i)];

@@ -22,7 +22,6 @@ struct neuron_client {
 	uint64_t next_request = 1;
 	std::mutex rpc_mutex;
 	neuron::wire::FrameDecoder decoder;
-	std::deque<int> fds;
 	std::atomic<bool> lost{false};
 	// Staging buffer for blocking copies from pageable memory (lazily created).
 	std::mutex staging_mutex;

@@ -36,9 +36,6 @@ void RawClient::close()
 	if (fd_ >= 0)
 		::close(fd_);
 	fd_ = -1;
-	for (int fd : fds_)
-		::close(fd);
-	fds_.clear();
 	decoder_ = wire::FrameDecoder();
 }
 
@@ -67,7 +64,8 @@ bool RawClient::receive(api::Response *resp, int timeout_ms, int *passed_fd, std
 	const long long deadline = now_ms() + timeout_ms;
 	for (;;) {
 		std::string payload, error;
-		const auto st = decoder_.next(&payload, &error);
+		std::vector<int> fds;
+		const auto st = decoder_.next(&payload, &error, &fds);
 		if (st == wire::FrameDecoder::Status::Error) {
 			*why = "bad frame from the daemon: " + error;
 			return false;
@@ -77,9 +75,11 @@ bool RawClient::receive(api::Response *resp, int timeout_ms, int *passed_fd, std
 				*why = "unparsable Response";
 				return false;
 			}
-			if (passed_fd && !fds_.empty()) {
-				*passed_fd = fds_.front();
-				fds_.pop_front();
+			for (size_t i = 0; i < fds.size(); ++i) {
+				if (i == 0 && passed_fd)
+					*passed_fd = fds[0];
+				else
+					::close(fds[i]);
 			}
 			return true;
 		}
@@ -94,7 +94,7 @@ bool RawClient::receive(api::Response *resp, int timeout_ms, int *passed_fd, std
 			continue;
 		if (r <= 0)
 			continue; // timeout is handled above
-		const long n = wire::receive_some(fd_, decoder_, &fds_, true);
+		const long n = wire::receive_some(fd_, decoder_, true);
 		if (n == 0) {
 			*why = "the daemon closed the connection";
 			return false;

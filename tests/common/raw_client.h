@@ -47,7 +47,6 @@ private:
 	int fd_ = -1;
 	uint64_t next_id_ = 1;
 	wire::FrameDecoder decoder_;
-	std::deque<int> fds_;
 };
 
 } // namespace neuron::test

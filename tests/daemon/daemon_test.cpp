@@ -22,6 +22,15 @@ void daemon_up()
 	cr_assert(g_daemon->start(&error), "cannot start neurond: %s", error.c_str());
 }
 
+void daemon_up_with(const std::vector<std::string> &extra_flags)
+{
+	auto settings = neuron::test::NeurondProcess::default_settings();
+	settings.insert(settings.end(), extra_flags.begin(), extra_flags.end());
+	g_daemon = new neuron::test::NeurondProcess({}, settings);
+	std::string error;
+	cr_assert(g_daemon->start(&error), "cannot start neurond: %s", error.c_str());
+}
+
 void (*g_before_stop)() = nullptr;
 static std::vector<neuron::test::NeurondProcess *> g_extra;
 

@@ -27,6 +27,8 @@ extern neuron::test::NeurondProcess *g_daemon;
 // the check that the daemon survived the test and exits 0 on SIGTERM is
 // daemon_finish(), which DAEMON_TEST runs at the end of every test body.
 void daemon_up();
+// daemon_up with these flags after the default settings.
+void daemon_up_with(const std::vector<std::string> &extra_flags);
 void daemon_down();
 // Runs g_before_stop (closes a suite's shared tenants), then asserts the daemon is
 // still running unless the test ended it on purpose, stops it with SIGTERM and

@@ -15,7 +15,8 @@ json to_json(const api::PoolInfo &p)
 		{"max_cores", p.max_cores()},         {"home_cores", p.home_cores()},
 		{"held_cores", p.held_cores()},       {"lent_cores", p.lent_cores()},
 		{"borrowed_cores", p.borrowed_cores()}, {"tenants", p.tenants()},
-		{"queue_depth", p.queue_depth()},     {"latency_p99_ns", p.latency_p99_ns()}};
+		{"queue_depth", p.queue_depth()},     {"latency_p99_ns", p.latency_p99_ns()},
+		{"tenant_limits", to_json(p.limits())}};
 }
 
 json to_json(const api::CoreInfo &c)
@@ -92,14 +93,26 @@ json to_json(const api::TenantInfo &t)
 		{"busy_ns", t.busy_ns()},
 		{"tiles", t.tiles()},
 		{"queue_depth", t.queue_depth()},
-		{"devices", usage}};
+		{"devices", usage},
+		{"redacted", t.redacted()},
+		{"limit_class", t.limit_class()},
+		{"limits", to_json(t.limits())}};
+}
+
+json to_json(const google::protobuf::RepeatedPtrField<api::ResourceLimit> &limits)
+{
+	json out = json::object();
+	for (const auto &l : limits)
+		out[l.resource()] = {{"limit", l.unlimited() ? json(nullptr) : json(l.limit())}, {"source", l.source()}};
+	return out;
 }
 
 json to_json(const api::Event &e)
 {
 	return {{"seq", e.seq()},           {"unix_ms", e.unix_ms()}, {"type", e.type()},
 		{"device", e.device()},     {"core", e.core()},       {"tenant_id", e.tenant_id()},
-		{"loan_id", e.loan_id()},   {"latency_ns", e.latency_ns()}, {"message", e.message()}};
+		{"loan_id", e.loan_id()},   {"latency_ns", e.latency_ns()}, {"message", e.message()},
+		{"lost", e.lost()},         {"client_name", e.client_name()}};
 }
 
 json to_json(const api::CapacityReply &r)
@@ -111,7 +124,11 @@ json to_json(const api::CapacityReply &r)
 		cores.push_back(to_json(c));
 	for (const auto &l : r.loans())
 		loans.push_back(to_json(l));
-	return {{"schema", kSchema}, {"pools", pools}, {"cores", cores}, {"loans", loans}, {"policy", to_json(r.policy())}};
+	json classes = json::array();
+	for (const auto &c : r.limit_classes())
+		classes.push_back({{"name", c.name()}, {"limits", to_json(c.limits())}});
+	return {{"schema", kSchema}, {"pools", pools}, {"cores", cores}, {"loans", loans}, {"policy", to_json(r.policy())},
+		{"limit_classes", classes}};
 }
 
 } // namespace neuron::tools

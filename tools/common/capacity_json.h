@@ -19,5 +19,7 @@ nlohmann::json to_json(const api::PolicyConfig &p);
 nlohmann::json to_json(const api::TenantInfo &t);
 nlohmann::json to_json(const api::Event &e);
 nlohmann::json to_json(const api::CapacityReply &r);
+// {"hbm_bytes": {"limit": N or null (unlimited), "source": "..."}, ...}
+nlohmann::json to_json(const google::protobuf::RepeatedPtrField<api::ResourceLimit> &limits);
 
 } // namespace neuron::tools

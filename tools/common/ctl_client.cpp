@@ -15,8 +15,6 @@ CtlClient::~CtlClient()
 {
 	if (fd_ >= 0)
 		close(fd_);
-	for (int fd : fds_)
-		close(fd);
 }
 
 std::string describe_error(const api::Error &e) { return api::ErrorCode_Name(e.code()) + ": " + e.message(); }
@@ -71,6 +69,27 @@ bool CtlClient::call(api::Request &req, api::Response *resp, std::string *error)
 	}
 }
 
+bool CtlClient::list_tenants(api::ListTenantsReply *out, std::string *error)
+{
+	out->Clear();
+	uint64_t after = 0;
+	do {
+		api::Request req;
+		req.mutable_list_tenants()->set_start_after(after);
+		api::Response resp;
+		if (!call(req, &resp, error))
+			return false;
+		if (resp.has_error()) {
+			*error = describe_error(resp.error());
+			return false;
+		}
+		for (const auto &t : resp.list_tenants().tenants())
+			*out->add_tenants() = t;
+		after = resp.list_tenants().next_start_after();
+	} while (after != 0);
+	return true;
+}
+
 bool CtlClient::receive(api::Response *resp, int timeout_ms, std::string *error)
 {
 	error->clear();
@@ -94,7 +113,7 @@ bool CtlClient::receive(api::Response *resp, int timeout_ms, std::string *error)
 			return false;
 		if (r < 0 && errno == EINTR)
 			continue;
-		const long n = wire::receive_some(fd_, decoder_, &fds_, false);
+		const long n = wire::receive_some(fd_, decoder_, false);
 		if (n <= 0) {
 			*error = "neurond closed the connection";
 			return false;

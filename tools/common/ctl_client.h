@@ -27,6 +27,9 @@ public:
 	// The next pushed frame (events). timeout_ms < 0: no limit. False on timeout
 	// (*error empty) or on a lost connection (*error set).
 	bool receive(api::Response *resp, int timeout_ms, std::string *error);
+	// Every tenant, page after page (ListTenants is paged). False on a transport
+	// failure (*error) or a daemon-side error (*error says it).
+	bool list_tenants(api::ListTenantsReply *out, std::string *error);
 	const std::string &path() const { return path_; }
 
 private:
@@ -34,7 +37,6 @@ private:
 	uint64_t next_id_ = 1;
 	std::string path_;
 	wire::FrameDecoder decoder_;
-	std::deque<int> fds_;
 };
 
 // "ERROR_PERMISSION_DENIED: message" for a failed response.

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <iostream>
 
 using namespace neuron::ls;
@@ -63,7 +65,10 @@ int main(int argc, char **argv)
 			for (uint32_t k = 0; k < t.device_count; ++k) {
 				if (t.devices[k] != d.index)
 					continue;
-				std::string command = t.command;
+				// Another user's tenant, for a caller who is not an admin: the
+				// daemon withholds its command line (like hidepid).
+				std::string command = t.command[0] || t.uid == getuid() ? std::string(t.command)
+											 : "(hidden: uid " + std::to_string(t.uid) + ")";
 				if (command.size() > 40)
 					command = command.substr(0, 37) + "...";
 				table.add_row({"", "", "", "", "", "", "", std::to_string(t.pid), command,

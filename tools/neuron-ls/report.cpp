@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <cstdio>
+#include <unistd.h>
 
 namespace neuron::ls {
 
@@ -88,7 +89,10 @@ nlohmann::json to_json(const Report &r)
 					if (t.core_mask[k] & (1u << c))
 						cores.push_back(c);
 				procs.push_back({{"pid", t.pid},
+						 {"uid", t.uid},
 						 {"command", t.command},
+						 // another user's tenant: neurond withholds the command line
+						 {"command_hidden", !t.command[0] && t.uid != getuid()},
 						 {"tenant_id", t.tenant_id},
 						 {"kind", t.kind == NEURON_TENANT_INFERENCE ? "inference" : "training"},
 						 {"neuroncore_ids", cores},

@@ -22,11 +22,8 @@ bool Model::refresh(tools::CtlClient &client, std::string *error)
 		return false;
 	}
 	s.capacity = resp.capacity();
-	req.Clear();
-	req.mutable_list_tenants();
-	if (!client.call(req, &resp, error))
+	if (!client.list_tenants(&s.tenants, error))
 		return false;
-	s.tenants = resp.list_tenants();
 	s.at_ns = detail::monotonic_ns();
 	if (cur.at_ns) {
 		prev = std::move(cur);

@@ -133,10 +133,12 @@ std::vector<std::string> render(const Model &m, const ViewState &v, const std::s
 		out.push_back(fmt("%-5llu %-9s %-7u %-18.18s %-10.10s %10s %9.0f %9s %9s %5llu  %.40s",
 				  (unsigned long long)t->tenant_id(),
 				  t->kind() == api::TENANT_KIND_INFERENCE ? "inference" : "training", t->pid(),
-				  t->client_name().c_str(), cores.empty() ? "-" : cores.c_str(),
+				  t->redacted() ? "(hidden)" : t->client_name().c_str(), cores.empty() ? "-" : cores.c_str(),
 				  mib(Model::memory(*t)).c_str(), m.ops_per_s(t->tenant_id()),
 				  us(t->latency_p50_ns()).c_str(), us(t->latency_p99_ns()).c_str(),
-				  (unsigned long long)t->queue_depth(), t->command().c_str()));
+				  (unsigned long long)t->queue_depth(),
+				  t->redacted() ? ("(another user's: uid " + std::to_string(t->uid()) + ")").c_str()
+						: t->command().c_str()));
 	}
 	if (tenants.empty())
 		out.push_back("(no tenants)");

@@ -59,6 +59,29 @@ void print_pools(std::ostream &out, const api::CapacityReply &cap)
 			   c.loan_id() ? std::to_string(c.loan_id()).c_str() : "-", us(c.tile_p99_ns()).c_str(),
 			   us(c.max_tile_cpu_ns()).c_str(), us(c.max_tile_ns()).c_str());
 	out << "\npolicy: " << cap.policy().mode() << "\n";
+	print_limits(out, cap);
+}
+
+static std::string limit_value(const api::ResourceLimit &l)
+{
+	if (l.unlimited())
+		return "unlimited";
+	const bool size = l.resource() == "hbm_bytes" || l.resource() == "host_bytes";
+	return size ? fmt("%.1fMi", double(l.limit()) / 1048576.0) : std::to_string(l.limit());
+}
+
+void print_limits(std::ostream &out, const api::CapacityReply &cap)
+{
+	out << "\nper-tenant limits (neurond --limit SCOPE.RESOURCE=VALUE):\n";
+	out << fmt("%-16s %-13s %14s  %s\n", "CLASS", "RESOURCE", "LIMIT", "FROM");
+	for (const auto &p : cap.pools())
+		for (const auto &l : p.limits())
+			out << fmt("%-16s %-13s %14s  %s\n", p.name().c_str(), l.resource().c_str(), limit_value(l).c_str(),
+				   l.source().c_str());
+	for (const auto &c : cap.limit_classes())
+		for (const auto &l : c.limits())
+			out << fmt("%-16s %-13s %14s  %s\n", c.name().c_str(), l.resource().c_str(), limit_value(l).c_str(),
+				   l.source().c_str());
 }
 
 void print_loan_line(std::ostream &out, const api::LoanInfo &l, bool lent)
@@ -114,9 +137,10 @@ void print_tenants(std::ostream &out, const api::ListTenantsReply &t)
 		}
 		out << fmt("%-6llu %-10s %-8u %-16.16s %-6s %8.1fMi %10llu %9s %9s %6llu  %.40s\n",
 			   (unsigned long long)x.tenant_id(), x.kind() == api::TENANT_KIND_INFERENCE ? "inference" : "training",
-			   x.pid(), x.client_name().c_str(), cores.empty() ? "-" : cores.c_str(), double(mem) / 1048576.0,
-			   (unsigned long long)cmds, us(x.latency_p50_ns()).c_str(), us(x.latency_p99_ns()).c_str(),
-			   (unsigned long long)x.queue_depth(), x.command().c_str());
+			   x.pid(), x.redacted() ? "(hidden)" : x.client_name().c_str(), cores.empty() ? "-" : cores.c_str(),
+			   double(mem) / 1048576.0, (unsigned long long)cmds, us(x.latency_p50_ns()).c_str(),
+			   us(x.latency_p99_ns()).c_str(), (unsigned long long)x.queue_depth(),
+			   x.redacted() ? ("(another user's: uid " + std::to_string(x.uid()) + ")").c_str() : x.command().c_str());
 	}
 }
 
@@ -125,6 +149,7 @@ void print_event(std::ostream &out, const api::Event &e)
 	out << fmt("%s #%llu %-17s device %u%s%s%s  %s\n", clock_of(e.unix_ms()).c_str(), (unsigned long long)e.seq(),
 		   e.type().c_str(), e.device(), e.core() >= 0 ? (" core " + std::to_string(e.core())).c_str() : "",
 		   e.tenant_id() ? (" tenant " + std::to_string(e.tenant_id())).c_str() : "",
-		   e.latency_ns() ? (" latency " + us(e.latency_ns())).c_str() : "", e.message().c_str())
+		   e.latency_ns() ? (" latency " + us(e.latency_ns())).c_str() : "",
+		   (e.message() + (e.client_name().empty() ? "" : " \"" + e.client_name() + "\"")).c_str())
 	    << std::flush;
 }

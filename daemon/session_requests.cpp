@@ -1,0 +1,270 @@
+// A session's dispatch of tenant requests: hello, devices, memory, host buffers,
+// queues, tenants (contracts/neuron.proto). The capacity requests are in
+// session_capacity.cpp; the connection mechanics in session.cpp.
+#include "log.h"
+#include "server.h"
+#include "session.h"
+#include "text.h"
+
+#include <algorithm>
+#include <neuron/cmd.h>
+
+#include <unistd.h>
+
+namespace neuron::daemon {
+
+namespace {
+
+constexpr uint32_t kApiMajor = 1;
+// 1: capacity sharing (pools, loans, policy, events). 2: ListTenants paging, limits,
+// redaction, events.lost.
+constexpr uint32_t kApiMinor = 2;
+// A ListTenants page stays this far below the frame size.
+constexpr size_t kPageMargin = 64 * 1024;
+
+} // namespace
+
+bool Session::refuse_observer(const char *what, api::Response *resp)
+{
+	if (!tenant_->observer)
+		return false;
+	fail(resp, api::ERROR_PERMISSION_DENIED,
+	     std::string(what) + ": an observer (Hello.observer) only queries; it may not hold device memory, host "
+				 "buffers or queues (connect as a tenant for that)");
+	return true;
+}
+
+bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Response *resp, int *reply_fd)
+{
+	Tenant &t = *tenant_;
+	if (!t.greeted && !req.has_hello()) {
+		fail(resp, api::ERROR_PROTOCOL, "the first request must be Hello");
+		return false;
+	}
+	// Descriptors are bound to the frame they arrive with (contracts/neuron.proto).
+	if (!fds.empty() && !req.has_register_host_buffer()) {
+		fail(resp, api::ERROR_PROTOCOL,
+		     std::to_string(fds.size()) + " file descriptor(s) came with a request that takes none (only "
+						  "RegisterHostBuffer takes one, on its own frame)");
+		return false;
+	}
+	switch (req.body_case()) {
+	case api::Request::kHello:
+		return hello(req, resp);
+	case api::Request::kPing:
+		resp->mutable_pong();
+		return true;
+	case api::Request::kListDevices:
+		list_devices(resp);
+		return true;
+	case api::Request::kListTenants:
+		list_tenants(req.list_tenants(), resp);
+		return true;
+	case api::Request::kAllocDevice: {
+		if (refuse_observer("AllocDevice", resp))
+			return true;
+		const auto &a = req.alloc_device();
+		uint64_t address = 0;
+		api::ErrorCode code;
+		if (auto err = t.alloc(a.device(), a.size(), a.alignment(), &address, &code); !err.empty()) {
+			fail(resp, code, err);
+			return true;
+		}
+		resp->mutable_alloc_device()->set_address(address);
+		resp->mutable_alloc_device()->set_size(a.size());
+		NLOG_DEBUG("memory.alloc", t.log_fields() + " device=" + std::to_string(a.device()) +
+						   " bytes=" + std::to_string(a.size()));
+		return true;
+	}
+	case api::Request::kFreeDevice: {
+		const auto &f = req.free_device();
+		api::ErrorCode code;
+		if (auto err = t.free(f.device(), f.address(), &code); !err.empty())
+			fail(resp, code, err);
+		else
+			resp->mutable_ok();
+		return true;
+	}
+	case api::Request::kRegisterHostBuffer:
+		return register_host(req, fds, resp);
+	case api::Request::kUnregisterHostBuffer: {
+		api::ErrorCode code;
+		if (auto err = t.unregister_host(req.unregister_host_buffer().handle(), &code); !err.empty())
+			fail(resp, code, err);
+		else
+			resp->mutable_ok();
+		return true;
+	}
+	case api::Request::kCreateQueue:
+		if (!refuse_observer("CreateQueue", resp))
+			create_queue(req.create_queue(), resp, reply_fd);
+		return true;
+	case api::Request::kDestroyQueue:
+		if (auto err = t.destroy_queue(req.destroy_queue().queue_id()); !err.empty())
+			fail(resp, api::ERROR_NOT_FOUND, err);
+		else
+			resp->mutable_ok();
+		return true;
+	case api::Request::kGetCapacity:
+	case api::Request::kLend:
+	case api::Request::kReclaim:
+	case api::Request::kSetPolicy:
+	case api::Request::kSetPool:
+	case api::Request::kSubscribeEvents:
+	case api::Request::kSetWeight:
+		return dispatch_capacity(req, resp);
+	case api::Request::BODY_NOT_SET:
+		break;
+	}
+	// Unknown to this daemon (a newer client's additive request): say so, carry on.
+	fail(resp, api::ERROR_INVALID_ARGUMENT, "request type not supported by this neurond (API " +
+							std::to_string(kApiMajor) + "." + std::to_string(kApiMinor) + ")");
+	return true;
+}
+
+bool Session::hello(const api::Request &req, api::Response *resp)
+{
+	Tenant &t = *tenant_;
+	const auto &h = req.hello();
+	if (t.greeted) {
+		fail(resp, api::ERROR_PROTOCOL, "Hello sent twice");
+		return false;
+	}
+	if (h.api_major() != kApiMajor) {
+		fail(resp, api::ERROR_VERSION_MISMATCH,
+		     "client speaks API " + std::to_string(h.api_major()) + ".x, this neurond speaks " +
+			     std::to_string(kApiMajor) + ".x: install matching libneuron and neurond versions");
+		return false;
+	}
+	t.greeted = true;
+	t.client_name = escape_text(h.client_name(), 63);
+	t.kind = h.kind() == api::TENANT_KIND_INFERENCE ? api::TENANT_KIND_INFERENCE : api::TENANT_KIND_TRAINING;
+	t.observer = h.observer();
+	t.weight = h.weight() == 0 ? 1 : std::min<uint32_t>(h.weight(), 1000);
+	t.limits = server_.limits().for_tenant(t.peer(), t.pool(), &t.limit_class);
+	auto *r = resp->mutable_hello();
+	r->set_api_major(kApiMajor);
+	r->set_api_minor(kApiMinor);
+	r->set_daemon_version(NEURON_VERSION);
+	r->set_tenant_id(t.id());
+	r->set_cmd_abi_major(NEURON_CMD_ABI_MAJOR);
+	r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
+	NLOG_INFO("tenant.hello", t.log_fields() + " name=" + quoted(t.client_name) + " kind=" +
+					  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : "") +
+					  " limits=" + t.limit_class);
+	if (!t.observer) {
+		api::Event ev = EventBus::make("tenant.connect", 0, -1,
+					       std::string(sched::pool_name(t.pool())) + " pid " + std::to_string(t.peer().pid));
+		ev.set_tenant_id(t.id());
+		ev.set_client_name(t.client_name);
+		server_.events().publish(ev);
+	}
+	return true;
+}
+
+void Session::list_devices(api::Response *resp)
+{
+	auto *r = resp->mutable_list_devices();
+	backend::DeviceBackend &devices = server_.devices();
+	const uint32_t n = devices.device_count();
+	for (uint32_t i = 0; i < n; ++i) {
+		backend::DeviceInfo d;
+		try {
+			d = devices.describe(i);
+		} catch (const std::exception &e) {
+			fail(resp, api::ERROR_INTERNAL, "cannot describe device " + std::to_string(i) + ": " + e.what());
+			return;
+		}
+		auto *info = r->add_devices();
+		info->set_index(d.index);
+		info->set_profile(d.profile);
+		info->set_core_count(d.cores);
+		info->set_hbm_bytes(d.hbm_bytes);
+		info->set_hbm_used_bytes(d.hbm_used_bytes);
+		info->set_hbm_largest_free_bytes(d.hbm_largest_free_bytes);
+		info->set_pci_bdf(d.pci_bdf);
+		info->set_numa_node(d.numa_node);
+		info->set_backend(devices.name());
+		// The simulated devices form a ring, as NeuronLink neighbours do.
+		if (n > 1) {
+			info->add_connected_devices((i + n - 1) % n);
+			if (n > 2)
+				info->add_connected_devices((i + 1) % n);
+		}
+	}
+}
+
+void Session::list_tenants(const api::ListTenants &req, api::Response *resp)
+{
+	auto *r = resp->mutable_list_tenants();
+	size_t bytes = 0, count = 0;
+	const auto &sessions = server_.sessions();
+	for (auto it = sessions.upper_bound(req.start_after()); it != sessions.end(); ++it) {
+		const Tenant &other = it->second->tenant();
+		if (!other.greeted || other.observer)
+			continue;
+		api::TenantInfo info;
+		other.fill_info(&info);
+		if (!may_see(other)) {
+			info.clear_command();
+			info.clear_client_name();
+			info.set_redacted(true);
+		}
+		const size_t more = info.ByteSizeLong() + 8;
+		if ((req.max_tenants() && count == req.max_tenants()) || bytes + more > wire::kMaxFrame - kPageMargin) {
+			r->set_next_start_after(r->tenants(r->tenants_size() - 1).tenant_id());
+			return;
+		}
+		*r->add_tenants() = std::move(info);
+		bytes += more;
+		++count;
+	}
+}
+
+bool Session::register_host(const api::Request &req, std::vector<int> &fds, api::Response *resp)
+{
+	if (refuse_observer("RegisterHostBuffer", resp))
+		return true;
+	if (fds.size() > 1) {
+		fail(resp, api::ERROR_PROTOCOL, "RegisterHostBuffer takes one file descriptor, " +
+							std::to_string(fds.size()) + " came with it");
+		return false;
+	}
+	const int fd = fds.empty() ? -1 : fds.front();
+	const size_t total = server_.host_buffers();
+	if (total >= server_.max_host_buffers()) {
+		fail(resp, api::ERROR_RESOURCE_EXHAUSTED,
+		     "neurond maps " + std::to_string(total) + " host buffers, its limit for all tenants together (half "
+		     "of vm.max_map_count): free some, or raise vm.max_map_count");
+		return true;
+	}
+	uint32_t handle = 0;
+	api::ErrorCode code;
+	const std::string err = tenant_->register_host(fd, req.register_host_buffer().size(), &handle, &code);
+	if (!err.empty())
+		fail(resp, code, err);
+	else
+		resp->mutable_register_host_buffer()->set_handle(handle);
+	return true; // the caller closes fd: the backend mapped or imported what it needs
+}
+
+void Session::create_queue(const api::CreateQueue &c, api::Response *resp, int *reply_fd)
+{
+	Tenant &t = *tenant_;
+	std::shared_ptr<backend::Queue> q;
+	api::ErrorCode code;
+	if (auto err = t.create_queue(c.device(), c.kind(), c.core(), c.slot_count(), &q, &code); !err.empty()) {
+		fail(resp, code, err);
+		return;
+	}
+	auto *r = resp->mutable_create_queue();
+	r->set_queue_id(q->id());
+	r->set_slot_count(q->slot_count());
+	r->set_ring_bytes(q->ring_bytes());
+	*reply_fd = q->memfd();
+	NLOG_INFO("queue.create", t.log_fields() + " queue=" + std::to_string(q->id()) + " device=" +
+					  std::to_string(q->device()) +
+					  (q->kind() == backend::QueueKind::Dma ? " engine=dma" : " core=" + std::to_string(q->core())));
+}
+
+} // namespace neuron::daemon

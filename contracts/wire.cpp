@@ -2,6 +2,7 @@
 
 #include <google/protobuf/message_lite.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/socket.h>
@@ -110,6 +111,18 @@ FrameDecoder::Status FrameDecoder::next(std::string *payload, std::string *error
 	return Status::Frame;
 }
 
+size_t FrameDecoder::wanted() const
+{
+	const size_t avail = buffer_.size() - offset_;
+	if (avail < 4)
+		return 4 - avail;
+	const auto *p = reinterpret_cast<const unsigned char *>(buffer_.data() + offset_);
+	const uint64_t len = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+	if (len == 0 || len > kMaxFrame)
+		return 0; // next() reports the error
+	return avail >= 4 + len ? 0 : static_cast<size_t>(4 + len - avail);
+}
+
 std::string encode_frame(const google::protobuf::MessageLite &msg)
 {
 	std::string out(4, '\0');
@@ -150,12 +163,17 @@ int send_frame(int sock, const std::string &frame, int fd, bool dontwait)
 	return 0;
 }
 
-long receive_some(int sock, FrameDecoder &decoder, bool dontwait)
+long receive_some(int sock, FrameDecoder &decoder, bool dontwait, bool one_frame)
 {
 	char buf[16384];
 	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+	size_t want = sizeof(buf);
+	if (one_frame) {
+		const size_t w = decoder.wanted();
+		want = std::min(want, w ? w : size_t(4));
+	}
 	for (;;) {
-		struct iovec iov = {buf, sizeof(buf)};
+		struct iovec iov = {buf, want};
 		struct msghdr msg = {};
 		msg.msg_iov = &iov;
 		msg.msg_iovlen = 1;

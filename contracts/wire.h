@@ -17,8 +17,12 @@ inline constexpr size_t kMaxFrame = 1 << 20;
 // Splits a byte stream into frames, and binds the file descriptors that arrive
 // (SCM_RIGHTS) to the frame they were sent with. A sender attaches a frame's
 // descriptors to its first byte (one sendmsg per frame, send_frame); the kernel
-// ends a read at the segment that carried them, so descriptors that arrive with
-// the bytes [a, b) of a read belong to the last frame that starts in [a, b).
+// hands them out with the first read that touches that sendmsg's bytes and ends
+// that read there, so descriptors that arrive with the bytes [a, b) of a read
+// belong to the last frame that starts in [a, b). A reader that never reads past
+// the frame it is receiving (receive_some with one_frame, as neurond does) makes
+// the binding exact: descriptors sent with a frame are never taken by a later one,
+// even when the sender put several frames in the sendmsg that carried them.
 // Descriptors with no frame starting in their read arrived in the middle of one:
 // a protocol error. Once it reports an error it stays broken: the stream cannot be
 // resynchronised and the connection must be closed. It owns the descriptors it has
@@ -39,6 +43,9 @@ public:
 	// with it (the caller owns them; without fds they are closed). On Error, *error
 	// says why.
 	Status next(std::string *payload, std::string *error, std::vector<int> *fds = nullptr);
+	// Bytes still to come before the frame being received is complete (its length
+	// prefix first); 0 when a whole frame is already buffered.
+	size_t wanted() const;
 
 private:
 	struct Batch {
@@ -63,7 +70,9 @@ std::string encode_frame(const google::protobuf::MessageLite &msg);
 int send_frame(int sock, const std::string &frame, int fd, bool dontwait);
 
 // Reads what is available (one recvmsg) into the decoder, with the descriptors
-// that came along. Returns bytes read, 0 on EOF, -errno on error.
-long receive_some(int sock, FrameDecoder &decoder, bool dontwait);
+// that came along. With one_frame, never past the end of the frame being received
+// (decoder.wanted()), which binds descriptors exactly (see FrameDecoder). Returns
+// bytes read, 0 on EOF, -errno on error.
+long receive_some(int sock, FrameDecoder &decoder, bool dontwait, bool one_frame = false);
 
 } // namespace neuron::wire

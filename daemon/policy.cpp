@@ -1,6 +1,7 @@
 #include "policy.h"
 
 #include "log.h"
+#include "text.h"
 
 #include <neuron/futex.h>
 
@@ -16,6 +17,10 @@ bool parse_hhmm(const std::string &s, int *minutes)
 {
 	int h = -1, m = -1;
 	char extra;
+	// At most "HH:MM": sscanf would also take leading zeros and blanks, and a window
+	// of 500 KB of zeros would make the policy too large to report.
+	if (s.size() > 5)
+		return false;
 	if (std::sscanf(s.c_str(), "%d:%d%c", &h, &m, &extra) != 2 || h < 0 || h > 24 || m < 0 || m > 59 ||
 	    (h == 24 && m != 0))
 		return false;
@@ -74,7 +79,7 @@ std::string parse_schedule(const std::string &text, api::PolicyConfig *out)
 std::string validate_policy(const api::PolicyConfig &p)
 {
 	if (p.mode() != "manual" && p.mode() != "scheduled" && p.mode() != "auto")
-		return "policy mode '" + p.mode() + "' is unknown: use manual, scheduled or auto";
+		return "policy mode '" + escape_text(p.mode(), 64) + "' is unknown: use manual, scheduled or auto";
 	// GetCapacity reports the policy in one frame (1 MiB) beside the cores and loans:
 	// a policy that could not be reported is refused here, not cut off there.
 	constexpr int kMaxWindows = 256;
@@ -84,7 +89,7 @@ std::string validate_policy(const api::PolicyConfig &p)
 	int m;
 	for (const auto &w : p.windows())
 		if (!parse_hhmm(w.start(), &m) || !parse_hhmm(w.end(), &m))
-			return "schedule window '" + w.start() + "-" + w.end() + "' is not HH:MM-HH:MM";
+			return "schedule window '" + escape_text(w.start(), 32) + "-" + escape_text(w.end(), 32) + "' is not HH:MM-HH:MM";
 	if (p.mode() == "scheduled" && p.windows().empty())
 		return "the scheduled policy needs at least one window (e.g. 00:00-06:00)";
 	if (p.mode() == "auto" && p.auto_().lend_depth() >= p.auto_().reclaim_depth())

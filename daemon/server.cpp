@@ -7,6 +7,7 @@
 
 #include <neuron/cmd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <grp.h>
 #include <stdexcept>
@@ -44,8 +45,12 @@ uint32_t inference_cores(const backend::DeviceBackend &devices, const Config &co
 Limits::Totals limit_totals(const backend::DeviceBackend &devices)
 {
 	Limits::Totals t;
-	for (uint32_t d = 0; d < devices.device_count(); ++d)
-		t.hbm_bytes += devices.describe(d).hbm_bytes;
+	// hbm_bytes limits what a tenant holds on each device: percentages are of one
+	// device's HBM (the smallest, should they differ).
+	for (uint32_t d = 0; d < devices.device_count(); ++d) {
+		const uint64_t b = devices.describe(d).hbm_bytes;
+		t.hbm_bytes = d == 0 ? b : std::min(t.hbm_bytes, b);
+	}
 	t.host_ram = host_ram_bytes();
 	return t;
 }

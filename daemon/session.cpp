@@ -52,8 +52,8 @@ Session::~Session() = default;
 void Session::start()
 {
 	NLOG_INFO("tenant.connect", tenant_->log_fields() + " uid=" + std::to_string(tenant_->peer().uid) +
-					    " command=" + quoted(tenant_->peer().command));
-	read_more();
+					    " command=" + quoted_escaped(tenant_->peer().command));
+	pump();
 }
 
 void Session::close(const std::string &reason)
@@ -93,15 +93,17 @@ void Session::read_more()
 			self->close("socket error: " + ec.message());
 			return;
 		}
-		const long n = wire::receive_some(self->socket_.native_handle(), self->decoder_, true);
-		if (n == 0) {
-			self->close("peer closed the connection");
-			return;
-		}
-		if (n < 0 && n != -EAGAIN) {
-			self->close("receive failed: " + std::string(std::strerror(static_cast<int>(-n))));
-			return;
-		}
+		self->pump();
+	});
+}
+
+void Session::pump_later()
+{
+	if (pump_posted_ || closed_)
+		return;
+	pump_posted_ = true;
+	boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+		self->pump_posted_ = false;
 		self->pump();
 	});
 }
@@ -114,13 +116,33 @@ void Session::pump()
 	auto self = shared_from_this(); // close() may drop the server's reference
 	// While replies pile up unread, requests wait in the socket: the client stalls,
 	// the daemon's memory does not grow.
+	int reads_left = kReadsPerTurn;
 	while (!closed_ && !draining_ && outbox_.reply_bytes() < Outbox::kReadPauseBytes) {
 		std::string payload, error;
 		std::vector<int> fds;
 		const auto status = decoder_.next(&payload, &error, &fds);
 		if (status == wire::FrameDecoder::Status::NeedMore) {
-			read_more();
-			break;
+			// Read until the socket is empty (the reactor reports only new data), one
+			// frame at a time: descriptors then arrive with the read of the frame
+			// whose first byte carried them, never a later one (wire.h).
+			if (reads_left-- == 0) {
+				pump_later(); // the other connections' turn
+				break;
+			}
+			const long n = wire::receive_some(socket_.native_handle(), decoder_, true, true);
+			if (n == -EAGAIN || n == -EWOULDBLOCK) {
+				read_more();
+				break;
+			}
+			if (n == 0) {
+				close("peer closed the connection");
+				break;
+			}
+			if (n < 0) {
+				close("receive failed: " + std::string(std::strerror(static_cast<int>(-n))));
+				break;
+			}
+			continue;
 		}
 		if (status == wire::FrameDecoder::Status::Error) {
 			// No request was parsed, so there is no request_id to echo: 0.
@@ -133,6 +155,7 @@ void Session::pump()
 		if (!handle_frame(payload, std::move(fds)))
 			break;
 	}
+	paused_ = !closed_ && !draining_ && outbox_.reply_bytes() >= Outbox::kReadPauseBytes;
 	in_pump_ = false;
 }
 
@@ -218,6 +241,9 @@ void Session::flush()
 			pump(); // requests may have waited for room
 		return;
 	case Outbox::Flush::WouldBlock: {
+		// Replies went out but events still wait (a subscriber): serve requests again.
+		if (paused_ && outbox_.reply_bytes() < Outbox::kReadPauseBytes)
+			pump_later();
 		writing_ = true;
 		auto self = shared_from_this();
 		socket_.async_wait(boost::asio::socket_base::wait_write, [self](const boost::system::error_code &ec) {

@@ -37,8 +37,12 @@ public:
 private:
 	// Reading: wait for the socket, read, then pump().
 	void read_more();
-	// Handles decoded frames while the outbox has room; reads more when they run out.
+	// Handles decoded frames while the outbox has room, reading (a frame at a time)
+	// when they run out, until the socket is empty or kReadsPerTurn reads were made.
 	void pump();
+	// pump() again after the other connections had their turn.
+	void pump_later();
+	static constexpr int kReadsPerTurn = 64;
 	// One frame: false once the connection is closed.
 	bool handle_frame(const std::string &payload, std::vector<int> fds);
 	// Returns false to close the connection after replying.
@@ -73,6 +77,8 @@ private:
 	bool reading_ = false;  // an async wait for input is pending
 	bool writing_ = false;  // an async wait for output room is pending
 	bool in_pump_ = false;  // pump() is on the stack (a reply must not re-enter it)
+	bool pump_posted_ = false; // pump_later() is pending
+	bool paused_ = false;      // pump() stopped reading: too many reply bytes waiting
 	bool draining_ = false; // closing once the outbox is sent (close_after_flush)
 	std::string drain_reason_;
 	boost::asio::steady_timer drain_timer_;

@@ -149,7 +149,7 @@ bool Session::hello(const api::Request &req, api::Response *resp)
 	r->set_tenant_id(t.id());
 	r->set_cmd_abi_major(NEURON_CMD_ABI_MAJOR);
 	r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
-	NLOG_INFO("tenant.hello", t.log_fields() + " name=" + quoted(t.client_name) + " kind=" +
+	NLOG_INFO("tenant.hello", t.log_fields() + " name=" + quoted_escaped(t.client_name) + " kind=" +
 					  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : "") +
 					  " limits=" + t.limit_class);
 	if (!t.observer) {

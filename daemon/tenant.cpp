@@ -95,9 +95,10 @@ std::string Tenant::no_device(uint32_t device, api::ErrorCode *code) const
 	return bad_device(device, devices_.device_count());
 }
 
-std::string Tenant::over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code) const
+std::string Tenant::over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code,
+			       const std::string &where) const
 {
-	std::string err = Limits::check(limits, r, held, more, limit_class);
+	std::string err = Limits::check(limits, r, held, more, limit_class, where);
 	if (!err.empty())
 		*code = api::ERROR_RESOURCE_EXHAUSTED;
 	return err;
@@ -117,11 +118,13 @@ std::string Tenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, ui
 	if (alignment > kMaxAlignment)
 		return "alignment " + std::to_string(alignment) + " is above the maximum of " +
 		       std::to_string(kMaxAlignment) + " bytes (1 GiB)";
-	if (auto err = over_limit(Resource::HbmBytes, hbm_held_, size, code); !err.empty())
+	// hbm_bytes is per device: a tenant may not take (nearly) all of any one device.
+	if (auto err = over_limit(Resource::HbmBytes, hbm_held_[device], size, code, "on device " + std::to_string(device));
+	    !err.empty())
 		return err;
 	if (auto err = refused(ctx_->alloc(device, size, alignment, address), code); !err.empty())
 		return err;
-	hbm_held_ += size;
+	hbm_held_[device] += size;
 	return {};
 }
 
@@ -142,7 +145,7 @@ std::string Tenant::free(uint32_t device, uint64_t address, api::ErrorCode *code
 	}
 	if (auto err = refused(ctx_->free(device, address), code); !err.empty())
 		return err;
-	hbm_held_ -= std::min(hbm_held_, size);
+	hbm_held_[device] -= std::min(hbm_held_[device], size);
 	return {};
 }
 

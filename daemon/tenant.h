@@ -82,7 +82,8 @@ private:
 	// "" or why `device` is not one (NOT_FOUND).
 	std::string no_device(uint32_t device, api::ErrorCode *code) const;
 	// "" or the refusal of a limit (RESOURCE_EXHAUSTED).
-	std::string over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code) const;
+	std::string over_limit(Resource r, uint64_t held, uint64_t more, api::ErrorCode *code,
+			       const std::string &where = {}) const;
 
 	uint64_t id_;
 	Peer peer_;
@@ -99,7 +100,7 @@ private:
 	std::map<const sched::LogicalCore *, sched::LatencyHistogram::Counts> window_prev_;
 	uint32_t next_host_handle_ = 1;
 	// What it holds, for its limits (control thread).
-	uint64_t hbm_held_ = 0;
+	std::map<uint32_t, uint64_t> hbm_held_; // device -> bytes
 	size_t host_count_ = 0;
 	uint64_t host_bytes_ = 0;
 	std::map<uint32_t, uint64_t> host_sizes_; // handle -> bytes

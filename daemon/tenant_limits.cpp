@@ -92,7 +92,7 @@ uint64_t host_ram_bytes()
 Limits::Limits(Totals totals) : totals_(totals)
 {
 	// Enough for any one job, and never all of it: the others keep a share.
-	builtin_[static_cast<int>(Resource::HbmBytes)] = {totals.hbm_bytes / 10 * 9, "built-in (90% of HBM)"};
+	builtin_[static_cast<int>(Resource::HbmBytes)] = {totals.hbm_bytes / 10 * 9, "built-in (90% of a device's HBM)"};
 	// Each host buffer is a mapping in neurond; vm.max_map_count is 65530 by default.
 	builtin_[static_cast<int>(Resource::HostBuffers)] = {4096, "built-in"};
 	builtin_[static_cast<int>(Resource::HostBytes)] = {totals.host_ram / 2, "built-in (50% of RAM)"};
@@ -221,13 +221,15 @@ void Limits::fill_classes(api::CapacityReply *r) const
 	}
 }
 
-std::string Limits::check(const LimitSet &set, Resource r, uint64_t held, uint64_t more, const std::string &class_name)
+std::string Limits::check(const LimitSet &set, Resource r, uint64_t held, uint64_t more, const std::string &class_name,
+			  const std::string &where)
 {
 	const Limit &l = set[static_cast<int>(r)];
 	if (!l.value || (more <= *l.value && held <= *l.value - more))
 		return {};
 	return "per-tenant limit " + std::string(resource_name(r)) + " (" + with_unit(r, *l.value) + ", class " +
 	       class_name + ", from " + l.source + ") reached: this tenant holds " + with_unit(r, held) +
+	       (where.empty() ? "" : " " + where) +
 	       " and asked for " + with_unit(r, more) + " more; free some, or have the administrator raise it with " +
 	       "neurond's limit setting (e.g. --limit " + class_name + "." + resource_name(r) + "=...)";
 }

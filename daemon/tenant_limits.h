@@ -8,7 +8,7 @@
 // Config entries (neurond's repeated --limit, or `limit = [...]` in its config
 // file): SCOPE.RESOURCE=VALUE, e.g. training.hbm_bytes=75%, group:ml.queues=512,
 // uid:1000.host_buffers=unlimited. VALUE: a count or a size with an optional
-// K/M/G/T suffix (powers of 1024), a percentage (hbm_bytes: of all devices' HBM;
+// K/M/G/T suffix (powers of 1024), a percentage (hbm_bytes: of a device's HBM;
 // host_bytes: of the host's RAM) or "unlimited". A new resource (e.g. programs) is
 // one entry of Resource and one check where it is acquired.
 //
@@ -42,7 +42,7 @@ class Limits {
 public:
 	// What the percentages are of.
 	struct Totals {
-		uint64_t hbm_bytes = 0;  // all devices
+		uint64_t hbm_bytes = 0;  // one device (the smallest): hbm_bytes is per device
 		uint64_t host_ram = 0;
 	};
 	// Built-in values only.
@@ -61,8 +61,9 @@ public:
 
 	// "" if a tenant holding `held` of `r` may take `more`; else the refusal
 	// (RESOURCE_EXHAUSTED) naming the limit and where it comes from.
+	// `where` ("on device 1") says what `held` counts, for per-device resources.
 	static std::string check(const LimitSet &set, Resource r, uint64_t held, uint64_t more,
-				 const std::string &class_name);
+				 const std::string &class_name, const std::string &where = {});
 
 private:
 	using Partial = std::array<std::optional<Limit>, kResources>;

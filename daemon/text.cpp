@@ -88,4 +88,15 @@ std::string escape_text(std::string_view text, size_t max_bytes) { return escape
 
 std::string quoted(std::string_view text) { return "\"" + escape(text, 4096, true) + "\""; }
 
+std::string quoted_escaped(std::string_view escaped)
+{
+	std::string out = "\"";
+	for (const char c : escaped) {
+		if (c == '"')
+			out += '\\';
+		out += c;
+	}
+	return out + "\"";
+}
+
 } // namespace neuron::daemon

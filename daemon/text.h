@@ -18,5 +18,8 @@ std::string escape_text(std::string_view text, size_t max_bytes = 4096);
 
 // escape_text in double quotes, with `"` escaped too: a log field value.
 std::string quoted(std::string_view text);
+// A log field value of text escape_text already escaped (a tenant's client_name
+// or command as stored): in double quotes with `"` escaped, nothing escaped twice.
+std::string quoted_escaped(std::string_view escaped);
 
 } // namespace neuron::daemon

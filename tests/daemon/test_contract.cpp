@@ -99,12 +99,18 @@ DAEMON_TEST(contract, command_line_with_newline_and_bad_utf8)
 		"s.sendall(len(req).to_bytes(4,'little')+req)\n"
 		"s.recv(4096);sys.stdout.write('ready\\n');sys.stdout.flush();sys.stdin.read()\n";
 	int to_child[2], from_child[2];
-	cr_assert(pipe(to_child) == 0 && pipe(from_child) == 0);
+	// Close-on-exec: the child must not hold the write end of its own stdin (it
+	// would never see EOF).
+	cr_assert(pipe2(to_child, O_CLOEXEC) == 0 && pipe2(from_child, O_CLOEXEC) == 0);
 	const pid_t pid = fork();
 	if (pid == 0) {
 		dup2(to_child[0], 0);
 		dup2(from_child[1], 1);
-		execlp("python3", "python3", "-c", script.c_str(), g_daemon->socket_path().c_str(),
+		// The script comes through the environment: the command line (which neurond
+		// keeps to 255 bytes) is then short and ends with the hostile arguments.
+		setenv("NEURON_TEST_SCRIPT", script.c_str(), 1);
+		execlp("python3", "python3", "-c", "import os;exec(os.environ['NEURON_TEST_SCRIPT'])",
+		       g_daemon->socket_path().c_str(),
 		       "\n2030-01-01T00:00:00.000Z error daemon.fatal forged=2", "\xff\xfe bad utf-8", (char *)nullptr);
 		_exit(127);
 	}
@@ -356,4 +362,123 @@ DAEMON_TEST(contract, non_admins_do_not_see_others_command_lines)
 		full |= std::string(list[i].client_name) == "root-secret-name" && list[i].command[0];
 	cr_assert(full, "root does not see its own tenant in full");
 	neuron_disconnect(mine);
+}
+
+// RegisterHostBuffer takes a memfd sealed with F_SEAL_SHRINK (neuron.proto says so):
+// an unsealed one is refused with the reason, a sealed one is accepted.
+DAEMON_TEST(contract, host_buffer_must_be_sealed_against_shrinking)
+{
+	RawClient c;
+	cr_assert(c.connect(g_daemon->socket_path()) && c.hello());
+	for (const bool sealed : {false, true}) {
+		const int fd = memfd_create("seal", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		cr_assert(fd >= 0 && ftruncate(fd, 4096) == 0);
+		if (sealed)
+			cr_assert(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+		api::Request req;
+		req.set_request_id(sealed ? 2 : 1);
+		req.mutable_register_host_buffer()->set_size(4096);
+		cr_assert(c.send(req, fd));
+		close(fd);
+		api::Response r;
+		cr_assert(c.receive(&r, 5000));
+		if (sealed) {
+			cr_assert(r.has_register_host_buffer(), "a sealed memfd was refused: %s", r.error().message().c_str());
+		} else {
+			expect_code(r, api::ERROR_INVALID_ARGUMENT, "an unsealed memfd");
+			cr_assert(r.error().message().find("F_SEAL_SHRINK") != std::string::npos,
+				  "the refusal does not name F_SEAL_SHRINK: %s", r.error().message().c_str());
+		}
+	}
+}
+
+// slot_count: 0 (the default, 256) or a power of two in 2..65536; anything else is
+// INVALID_ARGUMENT.
+DAEMON_TEST(contract, slot_count_bounds)
+{
+	RawClient c;
+	cr_assert(c.connect(g_daemon->socket_path()) && c.hello());
+	const struct {
+		uint32_t slots;
+		uint32_t expect; // 0: refused
+	} cases[] = {{0, 256}, {2, 2}, {65536, 65536}, {1, 0}, {3, 0}, {131072, 0}, {0x80000000u, 0}};
+	for (const auto &k : cases) {
+		api::Request q;
+		q.mutable_create_queue()->set_kind(api::QUEUE_KIND_DMA);
+		q.mutable_create_queue()->set_slot_count(k.slots);
+		const api::Response r = call_ok(c, q);
+		if (k.expect) {
+			cr_assert(r.has_create_queue() && r.create_queue().slot_count() == k.expect,
+				  "slot_count %u: %s", k.slots, r.has_error() ? r.error().message().c_str() : "wrong count");
+			api::Request d;
+			d.mutable_destroy_queue()->set_queue_id(r.create_queue().queue_id());
+			cr_assert(call_ok(c, d).has_ok());
+		} else {
+			const std::string what = "slot_count " + std::to_string(k.slots);
+			expect_code(r, api::ERROR_INVALID_ARGUMENT, what.c_str());
+		}
+	}
+}
+
+// A frame holds 1 .. 1 MiB bytes: exactly 1 MiB is served, one byte more is refused
+// (request_id 0) and closes the connection.
+DAEMON_TEST(contract, frame_size_bounds)
+{
+	RawClient c;
+	cr_assert(c.connect(g_daemon->socket_path()) && c.hello());
+	// A Ping padded with an unknown field (number 1000, bytes) to exactly 1 MiB.
+	api::Request ping;
+	ping.set_request_id(9);
+	ping.mutable_ping();
+	std::string payload = ping.SerializeAsString();
+	const std::string tag = "\xc2\x3e"; // field 1000, wire type 2
+	size_t fill = neuron::wire::kMaxFrame - payload.size() - tag.size() - 3; // 3-byte varint length
+	std::string varint;
+	for (size_t v = fill; ; v >>= 7) {
+		varint += static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+		if (v < 0x80)
+			break;
+	}
+	cr_assert(varint.size() == 3);
+	payload += tag + varint + std::string(fill, 'x');
+	cr_assert(payload.size() == neuron::wire::kMaxFrame);
+	cr_assert(c.send_bytes(RawClient::length_prefix(payload.size()) + payload));
+	api::Response r;
+	std::string why;
+	cr_assert(c.receive(&r, 10000, nullptr, &why), "a 1 MiB frame was not answered: %s", why.c_str());
+	cr_assert(r.has_pong() && r.request_id() == 9, "a frame of exactly 1 MiB was not served (body %d)",
+		  static_cast<int>(r.body_case()));
+	cr_assert(c.send_bytes(RawClient::length_prefix(neuron::wire::kMaxFrame + 1)));
+	cr_assert(c.receive(&r, 5000));
+	expect_code(r, api::ERROR_PROTOCOL, "a frame of 1 MiB + 1");
+	cr_assert(r.request_id() == 0);
+	cr_assert(c.wait_eof(5000), "the connection stayed open after a frame too large");
+}
+
+// Events carry tenant text escaped (tenant.connect's client_name).
+DAEMON_TEST(contract, events_carry_escaped_names)
+{
+	RawClient sub;
+	cr_assert(sub.connect(g_daemon->socket_path()) && sub.hello());
+	api::Request s;
+	s.mutable_subscribe_events();
+	cr_assert(call_ok(sub, s).has_ok());
+	RawClient c;
+	cr_assert(c.connect(g_daemon->socket_path()));
+	api::Request h;
+	h.mutable_hello()->set_api_major(1);
+	h.mutable_hello()->set_client_name("evil\nname\x1b[2J");
+	const api::Response hr = call_ok(c, h);
+	cr_assert(hr.has_hello());
+	bool seen = false;
+	for (int i = 0; i < 20 && !seen; ++i) {
+		api::Response ev;
+		if (!sub.receive(&ev, 200) || !ev.has_event() || ev.event().type() != "tenant.connect" ||
+		    ev.event().tenant_id() != hr.hello().tenant_id())
+			continue;
+		cr_assert(ev.event().client_name() == "evil\\nname\\x1b[2J", "tenant.connect carries '%s'",
+			  ev.event().client_name().c_str());
+		seen = true;
+	}
+	cr_assert(seen, "no tenant.connect event with the name");
 }

@@ -6,6 +6,7 @@
 #include "daemon_test.h"
 #include "raw_client.h"
 
+#include <cstdlib>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -83,26 +84,33 @@ Test(limits, host_buffer_flood_stops_at_the_default, .init = daemon_up)
 	daemon_finish();
 }
 
-// One tenant cannot take all HBM: it stops at 90% (built-in) with a refusal naming
-// hbm_bytes, and the next tenant still gets memory.
+// One tenant cannot take all HBM: it stops at 90% of a device (built-in) with a
+// refusal naming hbm_bytes and the device, on each device, and the next tenant still
+// gets memory on the same device.
 Test(limits, one_tenant_cannot_take_all_hbm, .init = daemon_up)
 {
 	neuron_client *greedy = connect("greedy");
-	uint64_t taken = 0, addr = 0;
-	neuron_status s = NEURON_OK;
-	// 2 devices x 256 MiB; 16 MiB at a time, alternating devices.
-	for (int i = 0; i < 64 && s == NEURON_OK; ++i) {
-		s = neuron_alloc(greedy, i % 2, 16ull << 20, 0, &addr);
-		if (s == NEURON_OK)
-			taken += 16ull << 20;
+	const uint64_t device_bytes = 256ull << 20, chunk = 16ull << 20;
+	for (uint32_t device = 0; device < 2; ++device) {
+		uint64_t taken = 0, addr = 0;
+		neuron_status s = NEURON_OK;
+		for (int i = 0; i < 32 && s == NEURON_OK; ++i) {
+			s = neuron_alloc(greedy, device, chunk, 0, &addr);
+			if (s == NEURON_OK)
+				taken += chunk;
+		}
+		cr_assert(s == NEURON_ERR_NO_MEMORY, "the greedy tenant was never refused on device %u (%s)", device,
+			  describe(s).c_str());
+		const std::string why = neuron_last_error();
+		cr_assert(why.find("hbm_bytes") != std::string::npos && why.find("device " + std::to_string(device)) != std::string::npos,
+			  "the refusal does not name the hbm_bytes limit and device %u: %s", device, why.c_str());
+		cr_assert(taken <= device_bytes / 10 * 9 && taken + chunk > device_bytes / 10 * 9,
+			  "the tenant took %llu MiB of device %u's 256, the limit is 90%%", (unsigned long long)(taken >> 20),
+			  device);
+		neuron_client *next = connect("next");
+		NEURON_OK_OR_FAIL(neuron_alloc(next, device, chunk, 0, &addr));
+		neuron_disconnect(next);
 	}
-	cr_assert(s == NEURON_ERR_NO_MEMORY, "the greedy tenant was never refused (%s)", describe(s).c_str());
-	cr_assert(std::string(neuron_last_error()).find("hbm_bytes") != std::string::npos,
-		  "the refusal does not name the hbm_bytes limit: %s", neuron_last_error());
-	cr_assert(taken <= (512ull << 20) / 10 * 9, "the tenant took %llu MiB of 512", (unsigned long long)(taken >> 20));
-	neuron_client *next = connect("next");
-	NEURON_OK_OR_FAIL(neuron_alloc(next, 0, 16ull << 20, 0, &addr));
-	neuron_disconnect(next);
 	neuron_disconnect(greedy);
 	daemon_finish();
 }
@@ -161,6 +169,57 @@ Test(limits, configured_limits_apply, .init = up_with_limits)
 	cr_assert(r.capacity().limit_classes_size() == 1 &&
 			  r.capacity().limit_classes(0).name() == "uid:" + std::to_string(getuid()),
 		  "GetCapacity does not show the uid class");
+	daemon_finish();
+}
+
+static std::string g_config_path;
+
+static void up_with_config_file()
+{
+	char path[] = "/tmp/neurond-limits-XXXXXX";
+	const int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	const std::string text = "# neurond config: per-tenant limits per pool and per class\n"
+				 "limit = [\"inference.queues=2\", \"training.queues=3\", \"uid:" +
+				 std::to_string(getuid() + 1) + ".queues=unlimited\"]\n";
+	cr_assert(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+	close(fd);
+	g_config_path = path;
+	daemon_up_with({"--config", g_config_path});
+}
+
+// The limits can live in neurond's config file (--config), per pool and per class.
+Test(limits, limits_from_the_config_file, .init = up_with_config_file)
+{
+	for (const auto kind : {api::TENANT_KIND_INFERENCE, api::TENANT_KIND_TRAINING}) {
+		RawClient c;
+		cr_assert(c.connect(g_daemon->socket_path()));
+		api::Request h;
+		h.mutable_hello()->set_api_major(1);
+		h.mutable_hello()->set_kind(kind);
+		api::Response r;
+		cr_assert(c.call(h, &r) && r.has_hello());
+		const int allowed = kind == api::TENANT_KIND_INFERENCE ? 2 : 3;
+		for (int i = 0; i <= allowed; ++i) {
+			api::Request q;
+			q.mutable_create_queue()->set_kind(api::QUEUE_KIND_DMA);
+			cr_assert(c.call(q, &r));
+			if (i < allowed)
+				cr_assert(r.has_create_queue(), "queue %d refused: %s", i, r.error().message().c_str());
+		}
+		expect_exhausted(r, "queues", "one queue above the config file's limit");
+		cr_assert(r.error().message().find(kind == api::TENANT_KIND_INFERENCE ? "inference.queues=2" : "training.queues=3") !=
+				  std::string::npos,
+			  "the refusal does not name the config entry: %s", r.error().message().c_str());
+	}
+	api::Request g;
+	g.mutable_get_capacity();
+	RawClient c;
+	cr_assert(c.connect(g_daemon->socket_path()) && c.hello());
+	api::Response r;
+	cr_assert(c.call(g, &r) && r.has_capacity());
+	cr_assert(r.capacity().limit_classes_size() == 1, "the uid class of the config file is not shown");
+	unlink(g_config_path.c_str());
 	daemon_finish();
 }
 

@@ -266,18 +266,19 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (tenants->parsed()) {
-		req.mutable_list_tenants();
-		if (!call())
+		// Paged by the daemon (one frame holds a bounded number of tenants).
+		api::ListTenantsReply list;
+		if (!client.list_tenants(&list, &error)) {
+			std::cerr << "neuronctl: " << error << "\n";
 			return 3;
-		if (resp.has_error())
-			return refused(resp, as_json);
+		}
 		if (as_json) {
 			json arr = json::array();
-			for (const auto &t : resp.list_tenants().tenants())
+			for (const auto &t : list.tenants())
 				arr.push_back(to_json(t));
 			std::cout << json{{"schema", kSchema}, {"tenants", arr}}.dump(2) << "\n";
 		} else {
-			print_tenants(std::cout, resp.list_tenants());
+			print_tenants(std::cout, list);
 		}
 		return 0;
 	}

@@ -185,13 +185,14 @@ std::string Scraper::scrape()
 	PromText p;
 	tools::CtlClient client;
 	std::string error;
-	api::Response d, cap, t;
+	api::Response d, cap;
+	api::ListTenantsReply t;
 	const bool up = client.connect(socket_, "neuron-monitor", &error) && [&] {
-		api::Request r1, r2, r3;
+		api::Request r1, r2;
 		r1.mutable_list_devices();
 		r2.mutable_get_capacity();
-		r3.mutable_list_tenants();
-		return ask(client, r1, &d, &error) && ask(client, r2, &cap, &error) && ask(client, r3, &t, &error);
+		// ListTenants is paged by neurond: list_tenants asks for every page.
+		return ask(client, r1, &d, &error) && ask(client, r2, &cap, &error) && client.list_tenants(&t, &error);
 	}();
 	p.family("neuron_up", "gauge", "1 when neurond answered this scrape, else 0 (the error is in neuron-monitor's log)");
 	p.sample("neuron_up", {}, up ? 1 : 0);
@@ -217,7 +218,7 @@ std::string Scraper::scrape()
 		for (const auto &[dev, sum] : per_device)
 			p.sample("neuron_device_utilization_ratio", {{"device", str(dev)}}, sum.first / sum.second);
 		pools(p, cap.capacity());
-		tenants(p, t.list_tenants());
+		tenants(p, t);
 	} else {
 		std::fprintf(stderr, "neuron-monitor: neurond unreachable: %s\n", error.c_str());
 	}

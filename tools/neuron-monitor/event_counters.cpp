@@ -78,7 +78,10 @@ void EventCounters::run()
 						break; // lost neurond: reconnect
 					continue;
 				}
-				if (ev.has_event())
+				if (ev.has_event() && ev.event().type() == "events.lost") {
+					std::lock_guard lock(mu_);
+					counts_.events_lost += ev.event().lost();
+				} else if (ev.has_event())
 					count(ev.event().type(), ev.event().device(), ev.event().core(), ev.event().latency_ns(),
 					      ev.event().message());
 			}

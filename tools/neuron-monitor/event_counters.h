@@ -19,6 +19,7 @@ struct EventSnapshot {
 	// (device, core) -> count; core -1 for queue faults not tied to a core (DMA).
 	std::map<std::pair<uint32_t, int32_t>, uint64_t> faults, resets;
 	uint64_t loans = 0, reclaims = 0, late_reclaims = 0;
+	uint64_t events_lost = 0; // events neurond dropped for this subscriber (events.lost)
 	// Reclaim latency histogram: cumulative counts per upper bound (seconds).
 	std::vector<double> bounds;
 	std::vector<uint64_t> bucket_counts; // non-cumulative, one per bound, last is +Inf

@@ -175,6 +175,8 @@ void events(PromText &p, const EventSnapshot &e)
 	p.sample("neuron_reclaim_seconds_count", {}, static_cast<double>(e.reclaims));
 	p.family("neuron_reclaims_late_total", "counter", "Reclaims that finished after their deadline since neuron-monitor started");
 	p.sample("neuron_reclaims_late_total", {}, static_cast<double>(e.late_reclaims));
+	p.family("neuron_monitor_events_lost_total", "counter", "Events neurond dropped because neuron-monitor read them too slowly (the counters above miss them)");
+	p.sample("neuron_monitor_events_lost_total", {}, static_cast<double>(e.events_lost));
 }
 
 } // namespace

@@ -50,19 +50,4 @@ neuron_sched_job_init(struct drm_sched_job *job,
 #endif
 }
 
-static inline void neuron_sched_start(struct drm_gpu_scheduler *sched)
-{
-#ifdef NEURON_HAVE_SCHED_START_ERRNO
-	drm_sched_start(sched, 0);
-#else
-	drm_sched_start(sched);
-#endif
-}
-
-#ifdef NEURON_HAVE_SCHED_STAT_RESET
-#define NEURON_SCHED_STAT_RESET DRM_GPU_SCHED_STAT_RESET
-#else
-#define NEURON_SCHED_STAT_RESET DRM_GPU_SCHED_STAT_NOMINAL
-#endif
-
 #endif /* _NEURON_COMPAT_H_ */

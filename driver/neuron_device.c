@@ -59,11 +59,10 @@ struct neuron_device *neuron_device_create(struct device *parent,
 
 	ndev->desc = *desc;
 	ndev->num_queues = desc->num_cores + desc->num_dma_queues;
-	spin_lock_init(&ndev->engine_lock);
-	INIT_LIST_HEAD(&ndev->engine_pending);
-	INIT_LIST_HEAD(&ndev->engine_active);
-	init_waitqueue_head(&ndev->engine_wq);
+	neuron_engine_init(ndev);
 	init_waitqueue_head(&ndev->jobs_idle);
+	mutex_init(&ndev->tenants_lock);
+	xa_init(&ndev->tenants);
 
 	ndev->queues = drmm_kcalloc(&ndev->drm, ndev->num_queues,
 				    sizeof(*ndev->queues), GFP_KERNEL);
@@ -107,6 +106,7 @@ err_wq:
 		destroy_workqueue(ndev->dma_wq);
 	if (ndev->reset_wq)
 		destroy_workqueue(ndev->reset_wq);
+	neuron_tenants_fini(ndev);
 	return ERR_PTR(ret);
 }
 
@@ -123,21 +123,25 @@ static bool neuron_jobs_idle(struct neuron_device *ndev)
 /**
  * neuron_device_destroy - unregister a device created by neuron_device_create
  * @ndev: device; no file may be open (the module is pinned while one is)
+ *
+ * With every file closed the engine has detached, so no compute job is
+ * left on it; jobs still around are DMA jobs (running or queued behind one)
+ * or waiting to be freed. Running DMA jobs stop at their next chunk; then
+ * every job is freed before the schedulers go (drm_sched_fini() in 6.12
+ * would leak them).
  */
 void neuron_device_destroy(struct neuron_device *ndev)
 {
 	drm_dev_unplug(&ndev->drm);
-	/*
-	 * With every file closed, jobs still around are running DMA copies or
-	 * waiting to be freed; drm_sched_fini() in 6.12 would leak them.
-	 */
+	WRITE_ONCE(ndev->dying, true);
 	if (!wait_event_timeout(ndev->jobs_idle, neuron_jobs_idle(ndev),
 				30 * HZ))
 		drm_WARN(&ndev->drm, 1, "%llu jobs still alive at teardown\n",
 			 ndev->jobs_alive);
+	cancel_delayed_work_sync(&ndev->watchdog);
 	neuron_queues_fini(ndev, ndev->num_queues);
-	flush_workqueue(ndev->dma_wq);
 	destroy_workqueue(ndev->dma_wq);
 	destroy_workqueue(ndev->reset_wq);
 	neuron_hbm_fini(ndev);
+	neuron_tenants_fini(ndev);
 }

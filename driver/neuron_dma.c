@@ -6,6 +6,11 @@
  * the kernel, one job after the other per queue, on the device's DMA
  * workqueue. Submit mapped the host BOs and backed the HBM being written, so
  * nothing here allocates while the job's fence is pending.
+ *
+ * Jobs are bounded like compute jobs: at most NEURON_MAX_DMA_JOB_BYTES
+ * (submit checks), and the job timeout from the moment the copies start. A
+ * job that overruns it stops at the next chunk with -ETIMEDOUT and bans its
+ * file; at teardown a running job stops at the next chunk with -ENODEV.
  */
 #include <linux/dma-fence.h>
 #include <linux/sched.h>
@@ -39,8 +44,22 @@ static int neuron_dma_copy_chunk(struct neuron_job *job,
 	return 0;
 }
 
+/* Between chunks: the device going away, or the job out of time? */
+static int neuron_dma_check(struct neuron_job *job, u64 deadline)
+{
+	if (READ_ONCE(job->queue->ndev->dying))
+		return -ENODEV;
+	if (ktime_get_ns() > deadline) {
+		neuron_job_overran(job);
+		return -ETIMEDOUT;
+	}
+	return 0;
+}
+
 static int neuron_dma_execute(struct neuron_job *job)
 {
+	u64 deadline = job->start_ns +
+		       (u64)job->queue->ndev->desc.job_timeout_ms * NSEC_PER_MSEC;
 	u32 i;
 	int ret = 0;
 
@@ -50,7 +69,9 @@ static int neuron_dma_execute(struct neuron_job *job)
 
 		for (done = 0; done < c->size && !ret; done += n) {
 			n = min_t(u64, c->size - done, NEURON_DMA_CHUNK);
-			ret = neuron_dma_copy_chunk(job, c, done, n);
+			ret = neuron_dma_check(job, deadline);
+			if (!ret)
+				ret = neuron_dma_copy_chunk(job, c, done, n);
 			cond_resched();
 		}
 	}
@@ -76,6 +97,7 @@ void neuron_dma_work(struct work_struct *work)
 			break;
 
 		cookie = dma_fence_begin_signalling();
+		job->start_ns = ktime_get_ns();	/* the timeout starts now */
 		ret = neuron_dma_execute(job);
 		neuron_job_account(job, ret);
 		if (ret)

@@ -4,8 +4,9 @@
  *
  * DRM driver description: file operations, ioctl table, per-file contexts.
  */
-#include <linux/capability.h>
+#include <linux/memcontrol.h>
 #include <linux/module.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <drm/drm_accel.h>
 #include <drm/drm_drv.h>
@@ -14,11 +15,6 @@
 #include <drm/drm_ioctl.h>
 
 #include "neuron_drv.h"
-
-bool neuron_is_privileged(void)
-{
-	return capable(CAP_SYS_ADMIN);
-}
 
 struct neuron_file *neuron_file_get(struct neuron_file *nfile)
 {
@@ -30,6 +26,8 @@ static void neuron_file_release(struct kref *ref)
 {
 	struct neuron_file *nfile = container_of(ref, struct neuron_file, ref);
 
+	neuron_file_access_fini(nfile);
+	mem_cgroup_put(nfile->memcg);
 	mutex_destroy(&nfile->lock);
 	kfree(nfile->busy_ns);
 	kfree(nfile->entities);
@@ -41,18 +39,23 @@ void neuron_file_put(struct neuron_file *nfile)
 	kref_put(&nfile->ref, neuron_file_release);
 }
 
+/*
+ * A new file may use no core and no DMA queue until the controller grants
+ * them (neuron_access.c). Its device memory and jobs are charged to the
+ * opener's memory cgroup.
+ */
 static int neuron_open(struct drm_device *drm, struct drm_file *file)
 {
 	struct neuron_device *ndev = to_neuron_device(drm);
 	struct neuron_file *nfile;
 
-	nfile = kzalloc(sizeof(*nfile), GFP_KERNEL);
+	nfile = kzalloc(sizeof(*nfile), GFP_KERNEL_ACCOUNT);
 	if (!nfile)
 		return -ENOMEM;
 	nfile->entities = kcalloc(ndev->num_queues, sizeof(*nfile->entities),
-				  GFP_KERNEL);
+				  GFP_KERNEL_ACCOUNT);
 	nfile->busy_ns = kcalloc(ndev->num_queues, sizeof(*nfile->busy_ns),
-				 GFP_KERNEL);
+				 GFP_KERNEL_ACCOUNT);
 	if (!nfile->entities || !nfile->busy_ns) {
 		kfree(nfile->entities);
 		kfree(nfile->busy_ns);
@@ -63,8 +66,15 @@ static int neuron_open(struct drm_device *drm, struct drm_file *file)
 	mutex_init(&nfile->lock);
 	nfile->ndev = ndev;
 	nfile->client_id = file->client_id;
-	atomic64_set(&nfile->core_mask, GENMASK_ULL(ndev->desc.num_cores - 1, 0));
+	nfile->memcg = get_mem_cgroup_from_mm(current->mm);
 	file->driver_priv = nfile;
+	/*
+	 * The DRM core lets a CAP_SYS_ADMIN opener use DRM_AUTH ioctls, i.e.
+	 * GEM_FLINK and GEM_OPEN: global names that would hand BOs (device
+	 * ones too) from file to file past the per-file handles. Accel files
+	 * share through PRIME only.
+	 */
+	file->authenticated = false;
 	return 0;
 }
 
@@ -78,10 +88,20 @@ static void neuron_postclose(struct drm_device *drm, struct drm_file *file)
 	neuron_file_put(nfile);
 }
 
+/* Closing a descriptor of the engine in the process that attached detaches. */
+static int neuron_flush(struct file *filp, fl_owner_t id)
+{
+	struct drm_file *file = filp->private_data;
+
+	neuron_engine_file_flush(file->driver_priv, id);
+	return 0;
+}
+
 static const struct drm_ioctl_desc neuron_ioctls[] = {
 	/*
-	 * Flags 0: any opener of the node. The controller and engine ioctls
-	 * check CAP_SYS_ADMIN themselves (accel files have no DRM master).
+	 * Flags 0: any opener of the node (root alone with the udev rule);
+	 * DRM_ROOT_ONLY: CAP_SYS_ADMIN at the call, the controller's ioctls.
+	 * FETCH and COMPLETE check that the file is the attached engine.
 	 */
 	DRM_IOCTL_DEF_DRV(NEURON_GET_PARAM, neuron_ioctl_get_param, 0),
 	DRM_IOCTL_DEF_DRV(NEURON_QUERY, neuron_ioctl_query, 0),
@@ -91,8 +111,10 @@ static const struct drm_ioctl_desc neuron_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(NEURON_BO_WAIT, neuron_ioctl_bo_wait, 0),
 	DRM_IOCTL_DEF_DRV(NEURON_SUBMIT, neuron_ioctl_submit, 0),
 	DRM_IOCTL_DEF_DRV(NEURON_GET_RESET_STATUS, neuron_ioctl_get_reset_status, 0),
-	DRM_IOCTL_DEF_DRV(NEURON_SET_CORE_MASK, neuron_ioctl_set_core_mask, 0),
-	DRM_IOCTL_DEF_DRV(NEURON_ENGINE_ATTACH, neuron_ioctl_engine_attach, 0),
+	DRM_IOCTL_DEF_DRV(NEURON_SET_CORE_MASK, neuron_ioctl_set_core_mask,
+			  DRM_ROOT_ONLY),
+	DRM_IOCTL_DEF_DRV(NEURON_ENGINE_ATTACH, neuron_ioctl_engine_attach,
+			  DRM_ROOT_ONLY),
 	DRM_IOCTL_DEF_DRV(NEURON_ENGINE_FETCH, neuron_ioctl_engine_fetch, 0),
 	DRM_IOCTL_DEF_DRV(NEURON_ENGINE_COMPLETE, neuron_ioctl_engine_complete, 0),
 };
@@ -117,10 +139,11 @@ static int neuron_mmap(struct file *filp, struct vm_area_struct *vma)
 	return drm_gem_mmap(filp, vma);
 }
 
-/* DRM_ACCEL_FOPS with our mmap, plus fdinfo (6.12 lacks it there). */
+/* DRM_ACCEL_FOPS with our mmap and flush, plus fdinfo (6.12 lacks it). */
 static const struct file_operations neuron_fops = {
 	.owner = THIS_MODULE,
 	.open = accel_open,
+	.flush = neuron_flush,
 	.release = drm_release,
 	.unlocked_ioctl = drm_ioctl,
 	.compat_ioctl = drm_compat_ioctl,

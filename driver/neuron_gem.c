@@ -17,10 +17,12 @@
  * struct neuron_hbm_bo - a device BO
  * @base: GEM object without backing file
  * @node: the HBM range
+ * @populated: every page of @node is backed (pages only go when the BO does)
  */
 struct neuron_hbm_bo {
 	struct drm_gem_object base;
 	struct drm_mm_node node;
+	bool populated;
 };
 
 static void neuron_hbm_bo_free(struct drm_gem_object *obj)
@@ -56,6 +58,32 @@ u64 neuron_bo_device_addr(struct drm_gem_object *obj)
 	return container_of(obj, struct neuron_hbm_bo, base)->node.start;
 }
 
+/**
+ * neuron_bo_populate - back a byte range of a device BO with host pages
+ * @obj: device BO the caller holds a reference to
+ * @memcg: memory cgroup to charge (the opener's of the submitting file)
+ * @offset: first byte
+ * @size: bytes, nonzero, inside the BO
+ *
+ * A BO backed whole once stays so: later calls return at once.
+ *
+ * Return: 0 or the error of neuron_hbm_populate().
+ */
+int neuron_bo_populate(struct drm_gem_object *obj, struct mem_cgroup *memcg,
+		       u64 offset, u64 size)
+{
+	struct neuron_hbm_bo *bo = container_of(obj, struct neuron_hbm_bo, base);
+	int ret;
+
+	if (READ_ONCE(bo->populated))
+		return 0;
+	ret = neuron_hbm_populate(&to_neuron_device(obj->dev)->hbm, memcg,
+				  bo->node.start + offset, size);
+	if (!ret && !offset && size == obj->size)
+		WRITE_ONCE(bo->populated, true);
+	return ret;
+}
+
 static struct drm_gem_object *neuron_hbm_bo_create(struct neuron_device *ndev,
 						   u64 size)
 {
@@ -64,7 +92,7 @@ static struct drm_gem_object *neuron_hbm_bo_create(struct neuron_device *ndev,
 
 	if (size > ndev->hbm.size)
 		return ERR_PTR(-ENOSPC);
-	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 	if (!bo)
 		return ERR_PTR(-ENOMEM);
 	ret = neuron_hbm_alloc(ndev, &bo->node, size);

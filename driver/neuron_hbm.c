@@ -3,17 +3,31 @@
  * Copyright (C) 2025 The Neuron stack authors
  *
  * Device memory (HBM) of a simulated device: a drm_mm range allocator over
- * an aperture whose pages are allocated on first write and kept in an xarray,
- * so a 96 GiB device costs nothing until used. Unpopulated pages read as
- * zero. Pages of a range are freed when a BO is created over it and when the
- * BO is freed, so memory never passes from one tenant to the next unzeroed.
+ * an aperture whose pages are allocated when a job first uses them and kept
+ * in an xarray, so a 96 GiB device costs nothing until used. Unpopulated
+ * pages read as zero in DMA jobs.
+ *
+ * Pages are charged to the memory cgroup of the process that opened the
+ * file whose job backs them, are allocated without any lock of ours held and
+ * give up when the submitter is killed. They live exactly as long as their
+ * BO: added only by a job holding it, taken out when it is freed, so memory
+ * never passes from one tenant to the next unzeroed. The engine's mapping of
+ * the aperture shows only those pages (anything else is SIGBUS) and only to
+ * the attached engine: detaching revokes it.
  */
 #include <linux/highmem.h>
+#include <linux/memcontrol.h>
 #include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <drm/drm_drv.h>
 #include <drm/drm_print.h>
 
 #include "neuron_drv.h"
+
+/* No OOM kill for the device: a clear ENOMEM to the submitter instead. */
+#define NEURON_HBM_GFP (GFP_HIGHUSER | __GFP_ZERO | __GFP_ACCOUNT | \
+			__GFP_RETRY_MAYFAIL | __GFP_NOWARN)
 
 int neuron_hbm_init(struct neuron_device *ndev)
 {
@@ -22,6 +36,7 @@ int neuron_hbm_init(struct neuron_device *ndev)
 
 	hbm->size = ndev->desc.hbm_size;
 	mutex_init(&hbm->lock);
+	mutex_init(&hbm->map_lock);
 	drm_mm_init(&hbm->mm, 0, hbm->size);
 	xa_init(&hbm->pages);
 	drm_vma_node_reset(&hbm->vma);
@@ -29,52 +44,72 @@ int neuron_hbm_init(struct neuron_device *ndev)
 				 hbm->size >> PAGE_SHIFT);
 	if (ret) {
 		drm_mm_takedown(&hbm->mm);
+		mutex_destroy(&hbm->map_lock);
 		mutex_destroy(&hbm->lock);
 	}
 	return ret;
 }
 
-static void neuron_hbm_drop_pages(struct neuron_hbm *hbm, unsigned long first,
-				  unsigned long last)
+/* Unmap [start, start + size) of the aperture from every engine mapping. */
+static void neuron_hbm_unmap(struct neuron_device *ndev, u64 start, u64 size)
 {
-	struct page *page;
-	unsigned long idx;
+	unmap_mapping_range(ndev->drm.anon_inode->i_mapping,
+			    (drm_vma_node_start(&ndev->hbm.vma) << PAGE_SHIFT) +
+			    start, size, 1);
+}
 
-	xa_for_each_range(&hbm->pages, idx, page, first, last) {
+/*
+ * Give the pages of [start, start + size) back: out of @pages under
+ * map_lock (no fault maps them afterwards), out of the engine's page tables,
+ * then to the system. Lock breaks keep other engine faults moving.
+ */
+static void neuron_hbm_drop(struct neuron_device *ndev, u64 start, u64 size)
+{
+	struct neuron_hbm *hbm = &ndev->hbm;
+	unsigned long idx, n = 0;
+	struct page *page, *tmp;
+	LIST_HEAD(dead);
+
+	neuron_might_sleep();
+	mutex_lock(&hbm->map_lock);
+	xa_for_each_range(&hbm->pages, idx, page, start >> PAGE_SHIFT,
+			  (start + size - 1) >> PAGE_SHIFT) {
 		xa_erase(&hbm->pages, idx);
-		__free_page(page);
-		atomic64_dec(&hbm->resident);
+		list_add(&page->lru, &dead);
+		if (!(++n % 1024)) {
+			mutex_unlock(&hbm->map_lock);
+			cond_resched();
+			mutex_lock(&hbm->map_lock);
+		}
 	}
+	mutex_unlock(&hbm->map_lock);
+	if (!n)
+		return;
+	neuron_hbm_unmap(ndev, start, size);
+	list_for_each_entry_safe(page, tmp, &dead, lru) {
+		list_del(&page->lru);
+		__free_page(page);
+	}
+	atomic64_sub(n, &hbm->resident);
 }
 
 void neuron_hbm_fini(struct neuron_device *ndev)
 {
 	struct neuron_hbm *hbm = &ndev->hbm;
 
+	neuron_hbm_drop(ndev, 0, hbm->size);
 	drm_vma_offset_remove(ndev->drm.vma_offset_manager, &hbm->vma);
-	neuron_hbm_drop_pages(hbm, 0, ULONG_MAX);
 	xa_destroy(&hbm->pages);
 	if (!drm_mm_clean(&hbm->mm))
 		drm_err(&ndev->drm, "HBM ranges still allocated at teardown\n");
 	drm_mm_takedown(&hbm->mm);
+	mutex_destroy(&hbm->map_lock);
 	mutex_destroy(&hbm->lock);
 }
 
-/* Forget the pages of [start, start + size): unmap them from the engine. */
-static void neuron_hbm_clear(struct neuron_device *ndev, u64 start, u64 size)
-{
-	struct neuron_hbm *hbm = &ndev->hbm;
-
-	lockdep_assert_held(&hbm->lock);
-	unmap_mapping_range(ndev->drm.anon_inode->i_mapping,
-			    (drm_vma_node_start(&hbm->vma) << PAGE_SHIFT) + start,
-			    size, 1);
-	neuron_hbm_drop_pages(hbm, start >> PAGE_SHIFT,
-			      (start + size - 1) >> PAGE_SHIFT);
-}
-
 /**
- * neuron_hbm_alloc - allocate a zeroed, page aligned range of HBM
+ * neuron_hbm_alloc - allocate a page aligned range of HBM; it reads as zero
+ * (a freed range has no pages left)
  * @ndev: device
  * @node: zeroed node to fill
  * @size: bytes, a multiple of PAGE_SIZE
@@ -91,8 +126,6 @@ int neuron_hbm_alloc(struct neuron_device *ndev, struct drm_mm_node *node,
 	ret = drm_mm_insert_node_generic(&hbm->mm, node, size, PAGE_SIZE, 0,
 					 DRM_MM_INSERT_BEST);
 	if (!ret) {
-		/* The engine may have written here while it was free. */
-		neuron_hbm_clear(ndev, node->start, node->size);
 		hbm->used += node->size;
 		hbm->bo_count++;
 	}
@@ -100,62 +133,68 @@ int neuron_hbm_alloc(struct neuron_device *ndev, struct drm_mm_node *node,
 	return ret ? -ENOSPC : 0;
 }
 
+/* The range becomes reusable only once its pages and mappings are gone. */
 void neuron_hbm_free(struct neuron_device *ndev, struct drm_mm_node *node)
 {
 	struct neuron_hbm *hbm = &ndev->hbm;
 
+	neuron_might_sleep();
+	neuron_hbm_drop(ndev, node->start, node->size);
 	mutex_lock(&hbm->lock);
-	neuron_hbm_clear(ndev, node->start, node->size);
 	hbm->used -= node->size;
 	hbm->bo_count--;
 	drm_mm_remove_node(node);
 	mutex_unlock(&hbm->lock);
 }
 
-/* Look up, or with @alloc allocate, the page at @idx. Caller holds lock. */
-static struct page *neuron_hbm_page(struct neuron_hbm *hbm, unsigned long idx,
-				    bool alloc)
+/* Back page @idx unless it is: a zeroed page charged to the active memcg. */
+static int neuron_hbm_add_page(struct neuron_hbm *hbm, unsigned long idx)
 {
-	struct page *page = xa_load(&hbm->pages, idx);
-	int ret;
+	struct page *page, *old;
 
-	if (page || !alloc)
-		return page;
-	page = alloc_page(GFP_HIGHUSER | __GFP_ZERO);
+	if (xa_load(&hbm->pages, idx))
+		return 0;
+	page = alloc_page(NEURON_HBM_GFP);
 	if (!page)
-		return NULL;
-	ret = xa_err(xa_store(&hbm->pages, idx, page, GFP_KERNEL));
-	if (ret) {
+		return -ENOMEM;
+	old = xa_cmpxchg(&hbm->pages, idx, NULL, page, NEURON_GFP_JOB);
+	if (old) {	/* another job of the same BO was first, or no memory */
 		__free_page(page);
-		return NULL;
+		return xa_is_err(old) ? xa_err(old) : 0;
 	}
 	atomic64_inc(&hbm->resident);
-	return page;
+	return 0;
 }
 
 /**
  * neuron_hbm_populate - back [addr, addr + len) with pages before a job
- * writes it, so that jobs never allocate while their fence is pending
+ * uses it, so that jobs never allocate while their fence is pending
  * @hbm: device memory
- * @addr: HBM address
- * @len: bytes
+ * @memcg: memory cgroup to charge (the file opener's), or NULL
+ * @addr: HBM address inside a BO the caller holds
+ * @len: bytes, nonzero
  *
- * Return: 0 or -ENOMEM.
+ * Holds no lock of ours across the allocations.
+ *
+ * Return: 0, -ENOMEM (host memory or the memcg's limit) or -EINTR when the
+ * caller got a fatal signal.
  */
-int neuron_hbm_populate(struct neuron_hbm *hbm, u64 addr, u64 len)
+int neuron_hbm_populate(struct neuron_hbm *hbm, struct mem_cgroup *memcg,
+			u64 addr, u64 len)
 {
 	unsigned long idx, last = (addr + len - 1) >> PAGE_SHIFT;
+	struct mem_cgroup *old = set_active_memcg(memcg);
 	int ret = 0;
 
-	mutex_lock(&hbm->lock);
-	for (idx = addr >> PAGE_SHIFT; idx <= last; idx++) {
-		if (!neuron_hbm_page(hbm, idx, true)) {
-			ret = -ENOMEM;
-			break;
-		}
+	neuron_might_sleep();
+	for (idx = addr >> PAGE_SHIFT; idx <= last && !ret; idx++) {
+		if (fatal_signal_pending(current))
+			ret = -EINTR;
+		else
+			ret = neuron_hbm_add_page(hbm, idx);
 		cond_resched();
 	}
-	mutex_unlock(&hbm->lock);
+	set_active_memcg(old);
 	return ret;
 }
 
@@ -229,23 +268,53 @@ u64 neuron_hbm_largest_free(struct neuron_hbm *hbm)
 	return best;
 }
 
+/**
+ * neuron_hbm_revoke - unmap the whole aperture from the engine's mappings
+ * @ndev: device whose engine has detached: no fault maps a page again
+ *
+ * Under map_lock, so that a fault that still saw the old engine has mapped
+ * its page before the unmap, not after.
+ */
+void neuron_hbm_revoke(struct neuron_device *ndev)
+{
+	mutex_lock(&ndev->hbm.map_lock);
+	neuron_hbm_unmap(ndev, 0, ndev->hbm.size);
+	mutex_unlock(&ndev->hbm.map_lock);
+}
+
+/* Does the vma belong to the attached engine's file? */
+static bool neuron_hbm_vma_is_engine(struct neuron_device *ndev,
+				     struct vm_area_struct *vma)
+{
+	struct drm_file *file = vma->vm_file->private_data;
+	bool engine;
+
+	spin_lock(&ndev->engine_lock);
+	engine = ndev->engine && ndev->engine == file->driver_priv;
+	spin_unlock(&ndev->engine_lock);
+	return engine;
+}
+
 static vm_fault_t neuron_hbm_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	struct neuron_device *ndev = vma->vm_private_data;
 	struct neuron_hbm *hbm = &ndev->hbm;
 	unsigned long idx = vmf->pgoff - drm_vma_node_start(&hbm->vma);
+	vm_fault_t ret = VM_FAULT_SIGBUS;
 	struct page *page;
-	vm_fault_t ret;
 
 	if (idx >= hbm->size >> PAGE_SHIFT)
 		return VM_FAULT_SIGBUS;
-	/* Insert under the lock so that a concurrent clear cannot miss it. */
-	mutex_lock(&hbm->lock);
-	page = neuron_hbm_page(hbm, idx, true);
-	ret = page ? vmf_insert_pfn(vma, vmf->address, page_to_pfn(page)) :
-		     VM_FAULT_OOM;
-	mutex_unlock(&hbm->lock);
+	/*
+	 * Look up and map under map_lock, and check the engine after taking
+	 * it: a page being freed, or a detach, then unmaps after us.
+	 */
+	mutex_lock(&hbm->map_lock);
+	page = xa_load(&hbm->pages, idx);
+	if (page && neuron_hbm_vma_is_engine(ndev, vma))
+		ret = vmf_insert_pfn(vma, vmf->address, page_to_pfn(page));
+	mutex_unlock(&hbm->map_lock);
 	return ret;
 }
 

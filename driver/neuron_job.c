@@ -3,11 +3,14 @@
  * Copyright (C) 2025 The Neuron stack authors
  *
  * DRM_IOCTL_NEURON_SUBMIT: validate, look up, allocate everything, then arm
- * and push the job. Nothing can fail after drm_sched_job_arm().
+ * and push the job. Nothing can fail after drm_sched_job_arm(). Memory of
+ * the job, and the HBM pages it needs, are charged to the memory cgroup of
+ * the file's opener.
  */
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-resv.h>
 #include <linux/overflow.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <drm/drm_drv.h>
@@ -73,9 +76,6 @@ static int neuron_submit_check(struct neuron_device *ndev,
 		    args->cmd_size > NEURON_MAX_CMD_SIZE || args->copies ||
 		    args->copy_count || args->copy_stride)
 			return -EINVAL;
-		if (!(atomic64_read(&nfile->core_mask) &
-		      BIT_ULL(args->queue_index)))
-			return -EACCES;
 		*queue = &ndev->queues[args->queue_index];
 		break;
 	case DRM_NEURON_QUEUE_DMA:
@@ -90,7 +90,7 @@ static int neuron_submit_check(struct neuron_device *ndev,
 	default:
 		return -EINVAL;
 	}
-	return 0;
+	return neuron_queue_allowed(nfile, *queue);
 }
 
 static int neuron_job_lookup_bos(struct neuron_job *job, struct drm_file *file,
@@ -103,9 +103,9 @@ static int neuron_job_lookup_bos(struct neuron_job *job, struct drm_file *file,
 	job->bo_count = args->bo_count;
 	if (!job->bo_count)
 		return 0;
-	job->bos = kcalloc(job->bo_count, sizeof(*job->bos), GFP_KERNEL);
+	job->bos = kcalloc(job->bo_count, sizeof(*job->bos), NEURON_GFP_JOB);
 	job->bo_access = kcalloc(job->bo_count, sizeof(*job->bo_access),
-				 GFP_KERNEL);
+				 NEURON_GFP_JOB);
 	ubos = kcalloc(job->bo_count, sizeof(*ubos), GFP_KERNEL);
 	if (!job->bos || !job->bo_access || !ubos) {
 		ret = -ENOMEM;
@@ -148,41 +148,62 @@ static bool neuron_range_ok(struct drm_gem_object *obj, u64 offset, u64 size)
 	return size <= obj->size && offset <= obj->size - size;
 }
 
+/* A copy inside its BOs, with the right access, and not overlapping itself. */
+static bool neuron_copy_ok(struct neuron_job *job,
+			   const struct drm_neuron_dma_copy *c)
+{
+	if (c->src_bo >= job->bo_count || c->dst_bo >= job->bo_count ||
+	    !(job->bo_access[c->src_bo] & DRM_NEURON_BO_ACCESS_READ) ||
+	    !(job->bo_access[c->dst_bo] & DRM_NEURON_BO_ACCESS_WRITE) ||
+	    !c->size ||
+	    !neuron_range_ok(job->bos[c->src_bo], c->src_offset, c->size) ||
+	    !neuron_range_ok(job->bos[c->dst_bo], c->dst_offset, c->size))
+		return false;
+	return c->src_bo != c->dst_bo ||
+	       c->src_offset >= c->dst_offset + c->size ||
+	       c->dst_offset >= c->src_offset + c->size;
+}
+
+static int neuron_job_check_copies(struct neuron_job *job)
+{
+	u64 total = 0;
+	u32 i;
+
+	for (i = 0; i < job->copy_count; i++) {
+		const struct drm_neuron_dma_copy *c = &job->copies[i];
+
+		/* Sizes are within BOs (< 2^63): the sum cannot wrap. */
+		if (!neuron_copy_ok(job, c))
+			return -EINVAL;
+		total += c->size;
+		if (total > NEURON_MAX_DMA_JOB_BYTES)
+			return -EINVAL;
+	}
+	return 0;
+}
+
 static int neuron_job_prepare_dma(struct neuron_job *job,
 				  const struct drm_neuron_submit *args)
 {
-	struct neuron_hbm *hbm = &job->queue->ndev->hbm;
+	struct mem_cgroup *memcg = job->nfile->memcg;
 	u32 i;
 	int ret;
 
 	job->copy_count = args->copy_count;
 	job->copies = kcalloc(job->copy_count, sizeof(*job->copies),
-			      GFP_KERNEL);
+			      NEURON_GFP_JOB);
 	if (!job->copies)
 		return -ENOMEM;
 	ret = neuron_copy_array(job->copies, sizeof(*job->copies), args->copies,
 				job->copy_count, args->copy_stride);
+	if (!ret)
+		ret = neuron_job_check_copies(job);
 	if (ret)
 		return ret;
 
-	for (i = 0; i < job->copy_count; i++) {
-		const struct drm_neuron_dma_copy *c = &job->copies[i];
-
-		if (c->src_bo >= job->bo_count || c->dst_bo >= job->bo_count ||
-		    !(job->bo_access[c->src_bo] & DRM_NEURON_BO_ACCESS_READ) ||
-		    !(job->bo_access[c->dst_bo] & DRM_NEURON_BO_ACCESS_WRITE) ||
-		    !c->size ||
-		    !neuron_range_ok(job->bos[c->src_bo], c->src_offset, c->size) ||
-		    !neuron_range_ok(job->bos[c->dst_bo], c->dst_offset, c->size))
-			return -EINVAL;
-		if (c->src_bo == c->dst_bo &&
-		    c->src_offset < c->dst_offset + c->size &&
-		    c->dst_offset < c->src_offset + c->size)
-			return -EINVAL;
-	}
-
 	/* Map the host BOs; back the HBM the copies will write. */
-	job->maps = kcalloc(job->bo_count, sizeof(*job->maps), GFP_KERNEL);
+	job->maps = kcalloc(job->bo_count, sizeof(*job->maps),
+			    NEURON_GFP_JOB);
 	if (!job->maps)
 		return -ENOMEM;
 	for (i = 0; i < job->bo_count; i++) {
@@ -200,43 +221,54 @@ static int neuron_job_prepare_dma(struct neuron_job *job,
 
 		if (!neuron_bo_is_device(dst))
 			continue;
-		ret = neuron_hbm_populate(hbm, neuron_bo_device_addr(dst) +
-					  c->dst_offset, c->size);
+		ret = neuron_bo_populate(dst, memcg, c->dst_offset, c->size);
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
+/*
+ * The engine gets a private copy of the commands and the BO list. Every
+ * device BO is backed whole now: the engine's mapping shows only backed
+ * pages, and backing them on the engine's page faults would charge the
+ * engine and block it on allocations.
+ */
 static int neuron_job_prepare_compute(struct neuron_job *job,
 				      const struct drm_neuron_submit *args)
 {
 	struct neuron_payload *p;
 	u32 i;
+	int ret;
 
-	p = kzalloc(struct_size(p, bos, job->bo_count), GFP_KERNEL);
+	p = kzalloc(struct_size(p, bos, job->bo_count), NEURON_GFP_JOB);
 	if (!p)
 		return -ENOMEM;
 	kref_init(&p->ref);
+	INIT_LIST_HEAD(&p->quarantine_link);
 	p->bo_count = job->bo_count;
 	job->payload = p;
+	p->objs = kcalloc(job->bo_count, sizeof(*p->objs), NEURON_GFP_JOB);
+	p->cmd = kvmalloc(args->cmd_size, NEURON_GFP_JOB);
+	if (!p->objs || !p->cmd)
+		return -ENOMEM;
+	if (copy_from_user(p->cmd, u64_to_user_ptr(args->cmd), args->cmd_size))
+		return -EFAULT;
+	p->cmd_size = args->cmd_size;
 	for (i = 0; i < job->bo_count; i++) {
 		struct drm_gem_object *obj = job->bos[i];
+		bool dev = neuron_bo_is_device(obj);
 
 		p->bos[i].device_addr = neuron_bo_device_addr(obj);
 		p->bos[i].size = obj->size;
 		p->bos[i].access = job->bo_access[i];
-		p->bos[i].bo_flags = neuron_bo_is_device(obj) ?
-				     DRM_NEURON_BO_DEVICE : 0;
+		p->bos[i].bo_flags = dev ? DRM_NEURON_BO_DEVICE : 0;
+		if (!dev)
+			continue;
+		ret = neuron_bo_populate(obj, job->nfile->memcg, 0, obj->size);
+		if (ret)
+			return ret;
 	}
-	p->cmd = memdup_user(u64_to_user_ptr(args->cmd), args->cmd_size);
-	if (IS_ERR(p->cmd)) {
-		int ret = PTR_ERR(p->cmd);
-
-		p->cmd = NULL;
-		return ret;
-	}
-	p->cmd_size = args->cmd_size;
 	return 0;
 }
 
@@ -261,10 +293,10 @@ static int neuron_syncs_prepare(struct neuron_syncs *s, struct drm_file *file,
 	u32 i, n_in = args->in_sync_count, n_out = args->out_sync_count;
 	int ret;
 
-	s->in = kcalloc(n_in, sizeof(*s->in), GFP_KERNEL);
-	s->out = kcalloc(n_out, sizeof(*s->out), GFP_KERNEL);
-	s->objs = kcalloc(n_out, sizeof(*s->objs), GFP_KERNEL);
-	s->chains = kcalloc(n_out, sizeof(*s->chains), GFP_KERNEL);
+	s->in = kcalloc(n_in, sizeof(*s->in), NEURON_GFP_JOB);
+	s->out = kcalloc(n_out, sizeof(*s->out), NEURON_GFP_JOB);
+	s->objs = kcalloc(n_out, sizeof(*s->objs), NEURON_GFP_JOB);
+	s->chains = kcalloc(n_out, sizeof(*s->chains), NEURON_GFP_JOB);
 	if (!s->in || !s->out || !s->objs || !s->chains)
 		return -ENOMEM;
 	ret = neuron_copy_array(s->in, sizeof(*s->in), args->in_syncs, n_in,
@@ -386,32 +418,18 @@ out_unlock:
 	return ret;
 }
 
-int neuron_ioctl_submit(struct drm_device *drm, void *data,
-			struct drm_file *file)
+static int neuron_submit(struct drm_file *file, struct neuron_queue *queue,
+			 struct drm_neuron_submit *args)
 {
-	struct neuron_device *ndev = to_neuron_device(drm);
 	struct neuron_file *nfile = file->driver_priv;
-	struct drm_neuron_submit *args = data;
 	struct neuron_syncs syncs = {};
-	struct neuron_queue *queue;
 	struct neuron_job *job;
 	u64 seq = 0;
-	int ret, idx;
-
-	ret = neuron_submit_check(ndev, nfile, args, &queue);
-	if (ret)
-		return ret;
-	if (atomic_read(&nfile->banned))
-		return -ECANCELED;
-	if (!drm_dev_enter(drm, &idx))
-		return -ENODEV;
+	int ret;
 
 	job = neuron_job_alloc(nfile, queue);
-	if (!job) {
-		ret = -ENOMEM;
-		goto out_exit;
-	}
-
+	if (IS_ERR(job))
+		return PTR_ERR(job);
 	ret = neuron_job_lookup_bos(job, file, args);
 	if (ret)
 		goto out_free;
@@ -435,7 +453,30 @@ out_free:
 	neuron_job_free(job);
 out_syncs:
 	neuron_syncs_fini(&syncs, args->out_sync_count);
-out_exit:
+	return ret;
+}
+
+int neuron_ioctl_submit(struct drm_device *drm, void *data,
+			struct drm_file *file)
+{
+	struct neuron_device *ndev = to_neuron_device(drm);
+	struct neuron_file *nfile = file->driver_priv;
+	struct drm_neuron_submit *args = data;
+	struct neuron_queue *queue;
+	struct mem_cgroup *old;
+	int ret, idx;
+
+	neuron_might_sleep();
+	ret = neuron_submit_check(ndev, nfile, args, &queue);
+	if (ret)
+		return ret;
+	if (neuron_file_banned(nfile))
+		return -ECANCELED;
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	old = set_active_memcg(nfile->memcg);
+	ret = neuron_submit(file, queue, args);
+	set_active_memcg(old);
 	drm_dev_exit(idx);
 	return ret;
 }

@@ -2,10 +2,8 @@
 /*
  * Copyright (C) 2025 The Neuron stack authors
  *
- * Information and control ioctls: GET_PARAM, QUERY, GET_RESET_STATUS and
- * the controller's SET_CORE_MASK.
+ * Information ioctls: GET_PARAM, QUERY, GET_RESET_STATUS.
  */
-#include <linux/file.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <drm/drm_drv.h>
@@ -14,7 +12,8 @@
 
 #define NEURON_CAPS (DRM_NEURON_CAP_DEVICE_BO | DRM_NEURON_CAP_TIMELINE_SYNCOBJ | \
 		     DRM_NEURON_CAP_DMA_QUEUES | DRM_NEURON_CAP_ENGINE | \
-		     DRM_NEURON_CAP_RESET_STATUS)
+		     DRM_NEURON_CAP_RESET_STATUS | DRM_NEURON_CAP_ACCESS_CONTROL | \
+		     DRM_NEURON_CAP_ENGINE_PROGRESS | DRM_NEURON_CAP_JOB_LIMITS)
 
 static u64 neuron_hbm_used(struct neuron_device *ndev)
 {
@@ -96,6 +95,21 @@ int neuron_ioctl_get_param(struct drm_device *drm, void *data,
 	case DRM_NEURON_PARAM_ENGINE_ATTACHED:
 		args->value = neuron_engine_attached(ndev);
 		break;
+	case DRM_NEURON_PARAM_DMA_MASK:
+		args->value = atomic64_read(&nfile->dma_mask);
+		break;
+	case DRM_NEURON_PARAM_MAX_DMA_BYTES:
+		args->value = NEURON_MAX_DMA_JOB_BYTES;
+		break;
+	case DRM_NEURON_PARAM_MAX_JOBS:
+		args->value = NEURON_MAX_JOBS_PER_FILE;
+		break;
+	case DRM_NEURON_PARAM_JOB_MAX_MS:
+		args->value = (u64)d->job_timeout_ms * NEURON_JOB_MAX_TIMEOUTS;
+		break;
+	case DRM_NEURON_PARAM_TENANT_ID:
+		args->value = nfile->tenant ? nfile->tenant->id : 0;
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -171,7 +185,8 @@ int neuron_ioctl_query(struct drm_device *drm, void *data,
 	void __user *ptr = u64_to_user_ptr(args->data);
 	u32 size;
 
-	if (args->flags)
+	/* The zero-fill below is bounded: no clearing gigabytes for a caller. */
+	if (args->flags || args->size > DRM_NEURON_MAX_QUERY_SIZE)
 		return -EINVAL;
 	switch (args->type) {
 	case DRM_NEURON_QUERY_DEVICE_INFO:
@@ -218,42 +233,9 @@ int neuron_ioctl_get_reset_status(struct drm_device *drm, void *data,
 
 	if (args->flags)
 		return -EINVAL;
-	args->status = atomic_read(&nfile->banned) ? DRM_NEURON_CONTEXT_BANNED :
-						     DRM_NEURON_CONTEXT_OK;
+	args->status = neuron_file_banned(nfile) ? DRM_NEURON_CONTEXT_BANNED :
+						   DRM_NEURON_CONTEXT_OK;
 	args->device_resets = atomic64_read(&ndev->reset_count);
 	args->guilty_jobs = atomic64_read(&nfile->guilty_jobs);
 	return 0;
-}
-
-int neuron_ioctl_set_core_mask(struct drm_device *drm, void *data,
-			       struct drm_file *file)
-{
-	struct neuron_device *ndev = to_neuron_device(drm);
-	struct drm_neuron_set_core_mask *args = data;
-	struct drm_file *target;
-	struct file *filp;
-	int ret = 0;
-
-	if (!neuron_is_privileged())
-		return -EPERM;
-	if (args->flags ||
-	    args->core_mask & ~GENMASK_ULL(ndev->desc.num_cores - 1, 0))
-		return -EINVAL;
-
-	filp = fget(args->fd);
-	if (!filp)
-		return -EBADF;
-	target = filp->private_data;
-	if (filp->f_op != drm->driver->fops || !target ||
-	    target->minor->dev != drm) {
-		ret = -EINVAL;
-		goto out;
-	}
-	atomic64_set(&((struct neuron_file *)target->driver_priv)->core_mask,
-		     args->core_mask);
-	drm_dbg(drm, "client %llu: core mask %#llx\n", target->client_id,
-		args->core_mask);
-out:
-	fput(filp);
-	return ret;
 }

@@ -4,7 +4,13 @@
  *
  * Queues and their DRM schedulers: one scheduler per core and per DMA queue,
  * credit limit 1 so that jobs of a queue complete in order; hardware fences;
- * timeout handling (core reset, ban of the guilty file); per-file entities.
+ * job allocation (bounded per file); per-file entities.
+ *
+ * The schedulers have no timeout of their own: drm_sched would start it when
+ * a job is handed to the queue, and a compute job may then still wait for
+ * the engine to fetch it. The engine's watchdog (neuron_engine.c) times
+ * compute jobs from their fetch, the DMA worker (neuron_dma.c) DMA jobs from
+ * their start; only the job that overran is guilty.
  */
 #include <linux/dma-fence.h>
 #include <linux/slab.h>
@@ -38,7 +44,7 @@ static const struct dma_fence_ops neuron_dma_fence_ops = {
 };
 
 /**
- * neuron_job_start_fence - initialise the hardware fence as the job starts
+ * neuron_job_start_fence - initialise the hardware fence as the job is run
  * @job: job being run; run_job calls are serialised per queue
  */
 void neuron_job_start_fence(struct neuron_job *job)
@@ -49,7 +55,6 @@ void neuron_job_start_fence(struct neuron_job *job)
 		       &neuron_core_fence_ops : &neuron_dma_fence_ops,
 		       &q->fence_lock, q->fence_context, ++q->seqno);
 	job->hw_fence_init = true;
-	job->start_ns = ktime_get_ns();
 }
 
 /**
@@ -69,10 +74,13 @@ void neuron_job_account(struct neuron_job *job, int error)
 
 /**
  * neuron_job_alloc - allocate a job; the device waits for it at teardown
- * @nfile: submitting file
+ * @nfile: submitting file, below %NEURON_MAX_JOBS_PER_FILE unfinished jobs
  * @q: target queue
  *
- * Return: the job or NULL.
+ * Charged to the active memcg (the submit path sets the opener's).
+ *
+ * Return: the job, ERR_PTR(-EBUSY) when the file has too many jobs, or
+ * ERR_PTR(-ENOMEM).
  */
 struct neuron_job *neuron_job_alloc(struct neuron_file *nfile,
 				    struct neuron_queue *q)
@@ -80,13 +88,16 @@ struct neuron_job *neuron_job_alloc(struct neuron_file *nfile,
 	struct neuron_device *ndev = q->ndev;
 	struct neuron_job *job;
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
-	if (!job)
-		return NULL;
-	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
-	if (!job->hw_fence) {
+	if (!atomic_add_unless(&nfile->jobs, 1, NEURON_MAX_JOBS_PER_FILE))
+		return ERR_PTR(-EBUSY);
+	job = kzalloc(sizeof(*job), NEURON_GFP_JOB);
+	if (job)
+		job->hw_fence = kzalloc(sizeof(*job->hw_fence),
+					NEURON_GFP_JOB);
+	if (!job || !job->hw_fence) {
 		kfree(job);
-		return NULL;
+		atomic_dec(&nfile->jobs);
+		return ERR_PTR(-ENOMEM);
 	}
 	job->queue = q;
 	job->nfile = neuron_file_get(nfile);
@@ -118,6 +129,7 @@ void neuron_job_free(struct neuron_job *job)
 		dma_fence_put(job->hw_fence);
 	else
 		kfree(job->hw_fence);
+	atomic_dec(&job->nfile->jobs);
 	neuron_file_put(job->nfile);
 	kfree(job);
 
@@ -134,57 +146,13 @@ static struct dma_fence *neuron_sched_run_job(struct drm_sched_job *sched_job)
 	/* Killed with its entity, or a dependency failed to load. */
 	if (unlikely(sched_job->s_fence->finished.error))
 		return NULL;
-	if (atomic_read(&job->nfile->banned)) {
+	if (neuron_file_banned(job->nfile)) {
 		neuron_job_account(job, -ECANCELED);
 		return ERR_PTR(-ECANCELED);
 	}
 	if (job->queue->type == DRM_NEURON_QUEUE_DMA)
 		return neuron_dma_run(job);
 	return neuron_engine_run(job);
-}
-
-/*
- * Only core queues have a timeout (DMA jobs run in the kernel and always
- * finish). The scheduler's work is paused first, so that no other job starts
- * on the core while this one is being dealt with.
- *
- * Guilty (still on the engine): its fence is signalled with -ETIMEDOUT, so
- * drm_sched_stop() finds a finished job and hands it back for freeing; the
- * core is "reset", the file banned, and queued jobs of other files run next.
- *
- * Spurious (the engine completed it just now): the scheduler took the job off
- * its pending list to call us; put it back so that it is freed normally and
- * no innocent job is cancelled by drm_sched_stop(). Kernels from 6.17 do
- * this themselves for DRM_GPU_SCHED_STAT_NO_HANG.
- */
-static enum drm_gpu_sched_stat
-neuron_sched_timedout_job(struct drm_sched_job *sched_job)
-{
-	struct neuron_job *job = to_neuron_job(sched_job);
-	struct neuron_queue *q = job->queue;
-	struct drm_gpu_scheduler *sched = &q->sched;
-	struct neuron_device *ndev = q->ndev;
-
-	drm_sched_wqueue_stop(sched);
-	if (!neuron_engine_timeout(job)) {
-		spin_lock(&sched->job_list_lock);
-		list_add(&sched_job->list, &sched->pending_list);
-		spin_unlock(&sched->job_list_lock);
-		drm_sched_wqueue_start(sched);
-		return DRM_GPU_SCHED_STAT_NOMINAL;
-	}
-
-	atomic64_inc(&q->resets);
-	atomic64_inc(&ndev->reset_count);
-	atomic64_inc(&job->nfile->guilty_jobs);
-	atomic_set(&job->nfile->banned, 1);
-	drm_warn(&ndev->drm,
-		 "core %u: job %llu of client %llu overran %u ms: core reset, client banned\n",
-		 q->index, job->seq, job->nfile->client_id,
-		 ndev->desc.job_timeout_ms);
-	drm_sched_stop(sched, sched_job);
-	neuron_sched_start(sched);
-	return NEURON_SCHED_STAT_RESET;
 }
 
 static void neuron_sched_free_job(struct drm_sched_job *sched_job)
@@ -200,7 +168,6 @@ static void neuron_sched_free_job(struct drm_sched_job *sched_job)
 
 static const struct drm_sched_backend_ops neuron_sched_ops = {
 	.run_job = neuron_sched_run_job,
-	.timedout_job = neuron_sched_timedout_job,
 	.free_job = neuron_sched_free_job,
 };
 
@@ -219,16 +186,15 @@ int neuron_queue_init(struct neuron_device *ndev, struct neuron_queue *q,
 	INIT_LIST_HEAD(&q->dma_jobs);
 	INIT_WORK(&q->dma_work, neuron_dma_work);
 	q->fence_context = dma_fence_context_alloc(1);
-	return neuron_sched_init(&q->sched, &neuron_sched_ops, ndev->reset_wq,
-				 core ? msecs_to_jiffies(ndev->desc.job_timeout_ms) :
-					MAX_SCHEDULE_TIMEOUT,
-				 q->name, ndev->drm.dev);
+	return neuron_sched_init(&q->sched, &neuron_sched_ops, NULL,
+				 MAX_SCHEDULE_TIMEOUT, q->name, ndev->drm.dev);
 }
 
+/* No job is left (neuron_device_destroy waited): the DMA worker is idle. */
 void neuron_queue_fini(struct neuron_queue *q)
 {
-	drm_sched_fini(&q->sched);
 	cancel_work_sync(&q->dma_work);
+	drm_sched_fini(&q->sched);
 }
 
 /**
@@ -244,7 +210,7 @@ struct neuron_entity *neuron_file_entity(struct neuron_file *nfile,
 	struct neuron_entity *ent = nfile->entities[q->slot];
 	int ret;
 
-	lockdep_assert_held(&nfile->lock);
+	neuron_assert_mutex_held(&nfile->lock);
 	if (ent)
 		return ent;
 	ent = kzalloc(sizeof(*ent), GFP_KERNEL);

@@ -12,11 +12,18 @@
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <drm/drm_vma_manager.h>
 
 #include "neuron_drv.h"
 
 #define NEURON_SIM_MAX_DEVICES	8
-#define NEURON_SIM_MAX_HBM_MIB	BIT(24)
+/*
+ * 512 GiB: the HBM aperture takes that much of the device's DRM mmap offset
+ * space (1 TiB on 64-bit), which must leave room for host BOs (256 GiB at
+ * least: 64 of the largest).
+ */
+#define NEURON_SIM_MAX_HBM_MIB	(512 * 1024)
+#define NEURON_SIM_HOST_OFFSET_PAGES	(256ULL << (30 - PAGE_SHIFT))
 
 static unsigned int devices = 1;
 module_param(devices, uint, 0444);
@@ -118,8 +125,10 @@ static int neuron_sim_desc(struct neuron_hw_desc *desc)
 		return neuron_sim_bad("dma_queues", "1-16");
 	if (job_timeout_ms < 10 || job_timeout_ms > 600000)
 		return neuron_sim_bad("job_timeout_ms", "10-600000");
+	BUILD_BUG_ON(((u64)NEURON_SIM_MAX_HBM_MIB << (20 - PAGE_SHIFT)) >
+		     DRM_FILE_PAGE_OFFSET_SIZE - NEURON_SIM_HOST_OFFSET_PAGES);
 	if (hbm_mib > NEURON_SIM_MAX_HBM_MIB)
-		return neuron_sim_bad("hbm_mib", "0-16777216 (0: profile default)");
+		return neuron_sim_bad("hbm_mib", "0-524288 (0: profile default)");
 	desc->platform = DRM_NEURON_PLATFORM_SIMULATED;
 	desc->profile = p->profile;
 	desc->profile_name = p->name;

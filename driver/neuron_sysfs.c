@@ -135,6 +135,7 @@ NEURON_QUEUE_ATTR(core_jobs_failed, DRM_NEURON_QUEUE_CORE, jobs_failed);
 NEURON_QUEUE_ATTR(core_resets, DRM_NEURON_QUEUE_CORE, resets);
 NEURON_QUEUE_ATTR(dma_busy_ns, DRM_NEURON_QUEUE_DMA, busy_ns);
 NEURON_QUEUE_ATTR(dma_jobs_completed, DRM_NEURON_QUEUE_DMA, jobs_completed);
+NEURON_QUEUE_ATTR(dma_resets, DRM_NEURON_QUEUE_DMA, resets);
 NEURON_TOTAL_ATTR(jobs_completed, jobs_completed);
 NEURON_TOTAL_ATTR(jobs_failed, jobs_failed);
 
@@ -173,6 +174,7 @@ static struct attribute *neuron_dev_attrs[] = {
 	&dev_attr_core_resets.attr,
 	&dev_attr_dma_busy_ns.attr,
 	&dev_attr_dma_jobs_completed.attr,
+	&dev_attr_dma_resets.attr,
 	&dev_attr_jobs_completed.attr,
 	&dev_attr_jobs_failed.attr,
 	&dev_attr_resets.attr,

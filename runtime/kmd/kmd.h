@@ -234,11 +234,15 @@ public:
 	DeviceInfo refresh_info();                        // current (hbm_used, resets, ...)
 	uint64_t hbm_used() const;
 
-	// A tenant context: a new open file of the device, restricted to
-	// core_mask (SET_CORE_MASK from the controller file; CAP_SYS_ADMIN).
-	// core_mask 0 = leave every core allowed.
+	// A tenant context: a new open file of the device, granted core_mask and
+	// every DMA queue (SET_CORE_MASK from the controller file; CAP_SYS_ADMIN:
+	// a new file of the driver has no core and no DMA queue).
+	// core_mask 0 = every core.
 	std::unique_ptr<KmdContext> create_context(const std::string &name, uint64_t core_mask);
+	// The cores of a context (its DMA queues are left as they are).
 	void set_core_mask(const KmdContext &ctx, uint64_t core_mask);
+	// The cores and the DMA queues of a context.
+	void set_masks(const KmdContext &ctx, uint64_t core_mask, uint64_t dma_mask);
 
 private:
 	friend class KmdContext;

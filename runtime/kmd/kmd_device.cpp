@@ -177,25 +177,48 @@ KmdDevice::~KmdDevice()
 DeviceInfo KmdDevice::refresh_info() { return query_device_info(fd_); }
 uint64_t KmdDevice::hbm_used() const { return get_param(fd_, DRM_NEURON_PARAM_HBM_USED); }
 
+namespace {
+
+uint64_t all_of(uint32_t n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+// SET_CORE_MASK on the controller file (DRM_ROOT_ONLY: CAP_SYS_ADMIN).
+void set_access(int controller, const std::string &path, const KmdContext &ctx, uint32_t flags, uint64_t core_mask,
+		uint64_t dma_mask)
+{
+	drm_neuron_set_core_mask m{};
+	m.fd = ctx.fd();
+	m.flags = flags;
+	m.core_mask = core_mask;
+	m.dma_mask = dma_mask;
+	char buf[64];
+	std::snprintf(buf, sizeof(buf), "cores 0x%llx", static_cast<unsigned long long>(core_mask));
+	std::string what = std::string("SET_CORE_MASK ") + buf;
+	if (flags & DRM_NEURON_MASK_DMA) {
+		std::snprintf(buf, sizeof(buf), ", DMA queues 0x%llx", static_cast<unsigned long long>(dma_mask));
+		what += buf;
+	}
+	xioctl(controller, DRM_IOCTL_NEURON_SET_CORE_MASK, &m,
+	       what + " for context '" + ctx.name() + "' on " + path + " (needs CAP_SYS_ADMIN)");
+}
+
+} // namespace
+
 std::unique_ptr<KmdContext> KmdDevice::create_context(const std::string &name, uint64_t core_mask)
 {
 	int fd = open_node(path_);
 	std::unique_ptr<KmdContext> ctx(new KmdContext(*this, fd, name));
-	if (core_mask)
-		set_core_mask(*ctx, core_mask);
+	set_masks(*ctx, core_mask ? core_mask : all_of(info_.num_cores), all_of(info_.num_dma_queues));
 	return ctx;
 }
 
 void KmdDevice::set_core_mask(const KmdContext &ctx, uint64_t core_mask)
 {
-	drm_neuron_set_core_mask m{};
-	m.fd = ctx.fd();
-	m.core_mask = core_mask;
-	char buf[32];
-	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(core_mask));
-	xioctl(fd_, DRM_IOCTL_NEURON_SET_CORE_MASK, &m,
-	       "SET_CORE_MASK " + std::string(buf) + " for context '" + ctx.name() + "' on " + path_ +
-		       " (needs CAP_SYS_ADMIN)");
+	set_access(fd_, path_, ctx, 0, core_mask, 0);
+}
+
+void KmdDevice::set_masks(const KmdContext &ctx, uint64_t core_mask, uint64_t dma_mask)
+{
+	set_access(fd_, path_, ctx, DRM_NEURON_MASK_DMA, core_mask, dma_mask);
 }
 
 // --- KmdContext -------------------------------------------------------------------

@@ -184,7 +184,7 @@ KmdEngine::KmdEngine(const std::string &path, KmdEngineOptions options) : path_(
 		::close(fd_);
 		throw Error(err, "ENGINE_ATTACH on " + path +
 					 (err == EBUSY ? " (another engine is attached)"
-					  : err == EPERM ? " (needs CAP_SYS_ADMIN)" : ""));
+					  : err == EACCES || err == EPERM ? " (needs CAP_SYS_ADMIN)" : ""));
 	}
 	hbm_size_ = a.hbm_size;
 	void *p = mmap(nullptr, hbm_size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_,

@@ -15,16 +15,17 @@
 #   qemu_boot VMLINUZ INITRAMFS LOG BEGIN_MARKER TIMEOUT
 #
 # Writes LOG (raw console) and LOG.txt (without CRs); sets QEMU_RC to
-# QEMU's exit status (124/137 on timeout).
+# QEMU's exit status (124/137 on timeout). QEMU_APPEND_EXTRA adds kernel
+# command line options (the debug knobs of the first boot).
 
-QEMU_SPLAT='(Oops|BUG:|WARNING:|KASAN|UBSAN|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|list_(add|del) corruption|blocked for more than)'
+QEMU_SPLAT='(Oops|BUG:|WARNING:|KASAN|UBSAN|KFENCE:|general protection fault|Kernel panic|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|list_(add|del) corruption|blocked for more than|soft lockup|Poison overwritten|Redzone overwritten|Object padding overwritten)'
 
 qemu_boot() {
 	local vmlinuz=$1 initramfs=$2 log=$3 marker=$4 limit=$5 attempt
 	for attempt in 1 2; do
 		timeout --foreground -k 5 "$limit" qemu-system-x86_64 -accel tcg -m 1G -smp 2 \
 			-nographic -no-reboot -kernel "$vmlinuz" -initrd "$initramfs" \
-			-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4" \
+			-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4 ${QEMU_APPEND_EXTRA:-}" \
 			</dev/null >"$log" 2>&1
 		QEMU_RC=$?
 		tr -d '\r' <"$log" >"$log.txt"

@@ -12,9 +12,12 @@
 #    linux-source-6.12 (for checkpatch.pl).
 # 2. Host checks (tests/driver/host-checks.sh): W=1 build without warnings,
 #    checkpatch --strict, uAPI struct layout, build against other headers.
-# 3. Builds neuron.ko and the static test programs, packs an initramfs with
+# 3. Builds neuron.ko (NEURON_DEBUG=1: lock and context assertions) and the
+#    static test programs (neuron_test, neuron_fuzz), packs an initramfs with
 #    busybox, the DRM modules neuron.ko needs and the tests, boots the kernel
-#    once in QEMU (TCG) and runs every test there.
+#    once in QEMU (TCG, with SLUB red zones and poisoning, KFENCE, page
+#    poisoning and the hung task detector on) and runs every test there,
+#    then the ioctl fuzzer (NEURON_FUZZ_SECONDS, default 45; NEURON_FUZZ_SEED).
 # 4. Boots a second time for the kmd backend library (tests/driver/kmd-suite.sh:
 #    runtime/kmd + tests/kmd/kmd_test.cpp against the driver; skip with
 #    NEURON_SUITE_SKIP_KMD=1).
@@ -27,8 +30,10 @@
 #
 # Environment: NEURON_SUITE_DIR (work directory, default
 # /var/tmp/neuron-driver-suite), NEURON_SUITE_TIMEOUT (QEMU wall-clock limit
-# in seconds, default 240), NEURON_SUITE_SKIP_HOST_CHECKS=1, NEURON_KERNEL
-# (a linux-image-*-amd64 release to boot instead of the newest 6.12).
+# in seconds, default 300), NEURON_SUITE_SKIP_HOST_CHECKS=1, NEURON_KERNEL
+# (a linux-image-*-amd64 release to boot instead of the newest 6.12),
+# NEURON_SUITE_TESTS (first boot: only these neuron_test name prefixes, no
+# parameter, unload, cycle or fuzz sections: for a quick loop).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -36,7 +41,7 @@ HERE=$ROOT/tests/driver
 # shellcheck source=qemu-boot.sh
 . "$HERE/qemu-boot.sh"
 WORK=${NEURON_SUITE_DIR:-/var/tmp/neuron-driver-suite}
-QEMU_TIMEOUT=${NEURON_SUITE_TIMEOUT:-240}
+QEMU_TIMEOUT=${NEURON_SUITE_TIMEOUT:-300}
 START=$(date +%s)
 mkdir -p "$WORK"
 
@@ -151,15 +156,20 @@ if [ "${NEURON_SUITE_SKIP_HOST_CHECKS:-0}" != 1 ]; then
 fi
 
 # --- 3. build ----------------------------------------------------------------
-say "building neuron.ko against $KDIR"
-"$ROOT/driver/build.sh" "$WORK/kbuild-$KVER" "$KDIR" -s >"$WORK/kbuild.log" 2>&1 ||
+say "building neuron.ko against $KDIR (NEURON_DEBUG=1)"
+"$ROOT/driver/build.sh" "$WORK/kbuild-$KVER" "$KDIR" -s NEURON_DEBUG=1 >"$WORK/kbuild.log" 2>&1 ||
 	{ cat "$WORK/kbuild.log"; die "module build failed"; }
 KO=$WORK/kbuild-$KVER/neuron.ko
 
+LIB_SRCS=("$HERE"/nt_lib.c "$HERE"/nt_engine.c)
 TEST_SRCS=("$HERE"/nt_main.c "$HERE"/t_*.c)
+FUZZ_SRCS=("$HERE"/fuzz_*.c)
 TEST_BIN=$WORK/neuron_test
-stamp=$(cat "$HERE"/nt.h "${TEST_SRCS[@]}" "$ROOT"/driver/include/uapi/drm/neuron_accel.h | sha256sum | cut -d' ' -f1)
-if [ ! -x "$TEST_BIN" ] || [ "$(cat "$WORK/neuron_test.stamp" 2>/dev/null)" != "$stamp" ]; then
+FUZZ_BIN=$WORK/neuron_fuzz
+stamp=$(cat "$HERE"/nt.h "$HERE"/fuzz.h "${LIB_SRCS[@]}" "${TEST_SRCS[@]}" "${FUZZ_SRCS[@]}" \
+	"$ROOT"/driver/include/uapi/drm/neuron_accel.h | sha256sum | cut -d' ' -f1)
+if [ ! -x "$TEST_BIN" ] || [ ! -x "$FUZZ_BIN" ] ||
+   [ "$(cat "$WORK/neuron_test.stamp" 2>/dev/null)" != "$stamp" ]; then
 	say "building static test programs"
 	# The kernel's uAPI drm.h, minus the __user annotations headers_install
 	# would strip (libdrm is not needed).
@@ -169,10 +179,12 @@ if [ ! -x "$TEST_BIN" ] || [ "$(cat "$WORK/neuron_test.stamp" 2>/dev/null)" != "
 	for h in drm.h drm_mode.h; do
 		sed 's/__user //g' "$common/include/uapi/drm/$h" >"$WORK/uapi/drm/$h"
 	done
-	gcc -static -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-override-init -Werror \
-		-I"$ROOT/driver/include/uapi" -I"$WORK/uapi" -idirafter "$WORK/uapi/drm" \
-		-o "$TEST_BIN" "${TEST_SRCS[@]}" ||
+	cflags=(-static -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-override-init -Werror
+		-I"$ROOT/driver/include/uapi" -I"$WORK/uapi" -idirafter "$WORK/uapi/drm")
+	gcc "${cflags[@]}" -o "$TEST_BIN" "${LIB_SRCS[@]}" "${TEST_SRCS[@]}" ||
 		die "test build failed"
+	gcc "${cflags[@]}" -o "$FUZZ_BIN" "${LIB_SRCS[@]}" "${FUZZ_SRCS[@]}" ||
+		die "fuzzer build failed"
 	echo "$stamp" >"$WORK/neuron_test.stamp"
 fi
 
@@ -182,8 +194,8 @@ IRD=$WORK/initramfs
 rm -rf "$IRD"
 mkdir -p "$IRD"/{bin,sbin,proc,sys,dev,tmp,etc,lib/modules}
 cp /bin/busybox "$IRD/bin/busybox"
-for a in sh mount insmod rmmod poweroff cat grep sleep echo chmod chgrp ls \
-	 dmesg mkdir awk seq sed head tail wc free; do
+for a in sh mount insmod rmmod poweroff cat grep sleep echo chmod chgrp chown ls \
+	 dmesg mkdir awk seq sed head tail wc free date; do
 	ln -sf busybox "$IRD/bin/$a"
 done
 echo 'root:x:0:0::/:/bin/sh' >"$IRD/etc/passwd"
@@ -219,7 +231,13 @@ for p in "${order[@]}"; do
 done
 cp "$KO" "$IRD/lib/modules/neuron.ko"
 cp "$TEST_BIN" "$IRD/bin/neuron_test"
+cp "$FUZZ_BIN" "$IRD/bin/neuron_fuzz"
 cp "$HERE/guest-init.sh" "$IRD/init"
+{
+	echo "NEURON_SUITE_TESTS=\"${NEURON_SUITE_TESTS:-}\""
+	echo "NEURON_FUZZ_SECONDS=${NEURON_FUZZ_SECONDS:-45}"
+	echo "NEURON_FUZZ_SEED=${NEURON_FUZZ_SEED:-}"
+} >"$IRD/suite.env"
 chmod +x "$IRD/init"
 (cd "$IRD" && find . | cpio -o -H newc --quiet | gzip -1) >"$WORK/initramfs.gz"
 
@@ -228,7 +246,11 @@ LOG=$WORK/console.log
 say "booting $KVER in QEMU (TCG, timeout ${QEMU_TIMEOUT}s); console log: $LOG"
 t0=$(date +%s)
 set +e
-qemu_boot "$VMLINUZ" "$WORK/initramfs.gz" "$LOG" "=== NEURON SUITE BEGIN" "$QEMU_TIMEOUT"
+# Debug knobs Debian's kernel has (no lockdep or KASAN there): SLUB red
+# zones, poisoning and user tracking; KFENCE sampling; page poisoning; hung
+# tasks reported after 30 s. Their splats fail the suite like any other.
+QEMU_APPEND_EXTRA="slub_debug=FZPU page_poison=1 kfence.sample_interval=10 hung_task_timeout_secs=30" \
+	qemu_boot "$VMLINUZ" "$WORK/initramfs.gz" "$LOG" "=== NEURON SUITE BEGIN" "$QEMU_TIMEOUT"
 qrc=$QEMU_RC
 set -e
 say "QEMU exited with $qrc after $(( $(date +%s) - t0 ))s"

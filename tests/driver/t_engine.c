@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Compute jobs through a test engine: a child process that attaches as the
- * device's engine, maps HBM and executes a tiny command set. Also the
- * no-engine error, timeouts (reset + ban), engine ioctl errors, signals.
+ * Compute jobs through the test engine (nt_engine.c). Also the no-engine
+ * error, engine ioctl errors, signals.
  */
 #include <signal.h>
 #include <sys/mman.h>
@@ -10,102 +9,6 @@
 #include <sys/wait.h>
 
 #include "nt.h"
-
-static void nt_engine_loop(int fd, uint8_t *hbm, uint64_t hbm_size)
-{
-	for (;;) {
-		uint32_t cmd[16];
-		struct drm_neuron_engine_bo bos[8];
-		struct drm_neuron_engine_fetch f = {
-			.timeout_ns = nt_deadline_ms(1000),
-			.cmd = (uintptr_t)cmd, .cmd_size = sizeof(cmd),
-			.bos = (uintptr_t)bos, .bo_count = 8,
-			.bo_stride = sizeof(bos[0]),
-		};
-		struct drm_neuron_engine_complete c = { 0 };
-
-		if (ioctl(fd, DRM_IOCTL_NEURON_ENGINE_FETCH, &f)) {
-			if (errno == ETIME || errno == EINTR)
-				continue;
-			nt_fail(__FILE__, __LINE__, "engine fetch: %s", strerror(errno));
-		}
-		c.job_id = f.job_id;
-		switch (cmd[0]) {
-		case NT_OP_ADD:
-			if (f.bo_count < 1 || !(bos[0].bo_flags & DRM_NEURON_BO_DEVICE) ||
-			    bos[0].device_addr + bos[0].size > hbm_size) {
-				c.status = -EINVAL;
-				break;
-			}
-			for (uint64_t i = 0; i < bos[0].size / 4; i++)
-				((uint32_t *)(hbm + bos[0].device_addr))[i] += cmd[1];
-			break;
-		case NT_OP_HANG:
-			continue;
-		case NT_OP_FAIL:
-			c.status = -EIO;
-			break;
-		case NT_OP_SLEEP:
-			usleep(cmd[1] * 1000);
-			break;
-		default:
-			c.status = -EOPNOTSUPP;
-		}
-		if (ioctl(fd, DRM_IOCTL_NEURON_ENGINE_COMPLETE, &c) && errno != ENOENT)
-			nt_fail(__FILE__, __LINE__, "engine complete: %s", strerror(errno));
-	}
-}
-
-pid_t nt_engine_start(int minor)
-{
-	int p[2];
-	char c;
-	pid_t pid;
-
-	CHECK(pipe(p) == 0);
-	pid = fork();
-	if (!pid) {
-		int fd = nt_open(minor);
-		struct drm_neuron_engine_attach a = { 0 };
-		uint8_t *hbm;
-
-		OK(ioctl(fd, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
-		hbm = mmap(NULL, a.hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   fd, a.hbm_mmap_offset);
-		CHECK(hbm != MAP_FAILED, "engine mmap: %s", strerror(errno));
-		CHECK(write(p[1], "r", 1) == 1);
-		nt_engine_loop(fd, hbm, a.hbm_size);
-	}
-	CHECK(read(p[0], &c, 1) == 1, "engine did not start");
-	close(p[0]);
-	close(p[1]);
-	return pid;
-}
-
-void nt_engine_stop(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-}
-
-/* Fill a device BO with u32 values i from a host BO, or read it back. */
-static void dev_fill(int fd, uint32_t dev, uint32_t n)
-{
-	uint32_t h = nt_bo(fd, n * 4, 0), *p = nt_map(fd, h, n * 4), i;
-
-	for (i = 0; i < n; i++)
-		p[i] = i;
-	OK(nt_dma(fd, 0, h, 0, dev, 0, n * 4, NULL, NULL));
-}
-
-static uint32_t *dev_read(int fd, uint32_t dev, uint32_t n)
-{
-	uint32_t h = nt_bo(fd, n * 4, 0), *p = nt_map(fd, h, n * 4);
-
-	OK(nt_dma(fd, 1, dev, 0, h, 0, n * 4, NULL, NULL));
-	OK(nt_bo_wait(fd, h, 5000));
-	return p;
-}
 
 NT_TEST(engine_compute_basic)
 {
@@ -115,11 +18,11 @@ NT_TEST(engine_compute_basic)
 	struct nt_sync s = { nt_syncobj(fd), 0 };
 
 	CHECK(nt_param(fd, DRM_NEURON_PARAM_ENGINE_ATTACHED) == 1);
-	dev_fill(fd, dev, 16384);
+	nt_dev_fill(fd, dev, 16384);
 	OK(nt_compute(fd, 2, NT_OP_ADD, 1000, dev, NULL, &s));
 	OK(nt_syncobj_wait(fd, s.handle, 0, 5000));
 	CHECK(nt_fence_status(fd, s.handle) == 1);
-	p = dev_read(fd, dev, 16384);
+	p = nt_dev_read(fd, dev, 16384);
 	for (i = 0; i < 16384; i++)
 		CHECK(p[i] == i + 1000, "word %u = %u", i, p[i]);
 	/* An error the engine reports reaches the fence. */
@@ -204,48 +107,6 @@ NT_TEST(engine_death_fails_its_jobs)
 	CHECK(nt_fence_status(fd, s.handle) == -ENODEV);
 }
 
-NT_TEST(hang_timeout_reset_ban)
-{
-	pid_t e = nt_engine_start(0);
-	int a = nt_open(0), b = nt_open(0);
-	uint32_t da = nt_bo(a, 4096, DRM_NEURON_BO_DEVICE);
-	uint32_t db = nt_bo(b, 4096, DRM_NEURON_BO_DEVICE), *p;
-	struct nt_sync sa = { nt_syncobj(a), 0 }, sb = { nt_syncobj(b), 0 };
-	struct drm_neuron_reset_status ra = { 0 }, rb = { 0 };
-	uint64_t resets = nt_param(a, DRM_NEURON_PARAM_RESET_COUNT);
-	long long core0 = nt_sysfs(0, "core_resets"), total = nt_sysfs(0, "resets");
-	uint64_t t0 = nt_now_ns(), dt;
-
-	dev_fill(b, db, 1024);
-	OK(nt_compute(a, 0, NT_OP_HANG, 0, da, NULL, &sa));
-	OK(nt_compute(b, 0, NT_OP_ADD, 3, db, NULL, &sb));	/* same core */
-	OK(nt_syncobj_wait(a, sa.handle, 0, 10 * nt_job_timeout_ms));
-	dt = (nt_now_ns() - t0) / 1000000;
-	CHECK(dt >= (uint64_t)nt_job_timeout_ms * 8 / 10, "timed out after %llu ms",
-	      (unsigned long long)dt);
-	CHECK(nt_fence_status(a, sa.handle) == -ETIMEDOUT);
-	/* The other file's job on that core ran after the reset. */
-	OK(nt_syncobj_wait(b, sb.handle, 0, 5000));
-	CHECK(nt_fence_status(b, sb.handle) == 1);
-	p = dev_read(b, db, 1024);
-	CHECK(p[0] == 3 && p[1023] == 1026);
-
-	OK(ioctl(a, DRM_IOCTL_NEURON_GET_RESET_STATUS, &ra));
-	OK(ioctl(b, DRM_IOCTL_NEURON_GET_RESET_STATUS, &rb));
-	CHECK(ra.status == DRM_NEURON_CONTEXT_BANNED && ra.guilty_jobs == 1);
-	CHECK(rb.status == DRM_NEURON_CONTEXT_OK && rb.guilty_jobs == 0);
-	CHECK(ra.device_resets == resets + 1 && rb.device_resets == resets + 1);
-	CHECK(nt_sysfs(0, "core_resets") == core0 + 1);
-	CHECK(nt_sysfs(0, "resets") == total + 1);
-	/* Banned: later submits fail, DMA ones too; b carries on. */
-	CHECK(nt_compute(a, 1, NT_OP_ADD, 1, da, NULL, NULL) == -ECANCELED);
-	CHECK(nt_dma(a, 0, da, 0, da, 2048, 16, NULL, NULL) == -ECANCELED);
-	OK(nt_compute(b, 0, NT_OP_ADD, 1, db, NULL, &sb));
-	OK(nt_syncobj_wait(b, sb.handle, 0, 5000));
-	CHECK(nt_fence_status(b, sb.handle) == 1);
-	nt_engine_stop(e);
-}
-
 NT_TEST(engine_ioctl_errors)
 {
 	int fd = nt_open(0), other = nt_open(0);
@@ -287,7 +148,11 @@ NT_TEST(engine_ioctl_errors)
 	EXPECT_ERR(ENOENT, COMPLETE(.job_id = 12345));
 	EXPECT_ERR(EINVAL, COMPLETE(.job_id = 1, .status = 1));
 	EXPECT_ERR(EINVAL, COMPLETE(.job_id = 1, .status = -5000));
-	EXPECT_ERR(EINVAL, COMPLETE(.job_id = 1, .flags = 1));
+	EXPECT_ERR(EINVAL, COMPLETE(.job_id = 1, .flags = 2));
+	EXPECT_ERR(EINVAL, COMPLETE(.job_id = 1, .status = -5,
+				    .flags = DRM_NEURON_ENGINE_PROGRESS));
+	EXPECT_ERR(ENOENT, COMPLETE(.job_id = 12345,
+				    .flags = DRM_NEURON_ENGINE_PROGRESS));
 	/* Too small buffers: EOVERFLOW with the sizes, job stays queued. */
 	{
 		struct nt_sync s = { nt_syncobj(other), 0 };

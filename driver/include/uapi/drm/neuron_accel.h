@@ -33,7 +33,7 @@ extern "C" {
 /* DRM_NEURON_API_MAJOR: uAPI major version (incompatible changes). */
 #define DRM_NEURON_API_MAJOR	1
 /* DRM_NEURON_API_MINOR: uAPI minor version (additions). */
-#define DRM_NEURON_API_MINOR	0
+#define DRM_NEURON_API_MINOR	1
 
 /*
  * Ioctl numbers, relative to DRM_COMMAND_BASE. Append only.
@@ -69,6 +69,17 @@ extern "C" {
  * @DRM_NEURON_PARAM_JOB_TIMEOUT_MS: job timeout in milliseconds.
  * @DRM_NEURON_PARAM_ENGINE_ATTACHED: 1 if a compute engine is attached.
  * @DRM_NEURON_PARAM_CORE_BUSY_NS: busy time of core @index in nanoseconds.
+ * @DRM_NEURON_PARAM_DMA_MASK: DMA queues this file may submit to (bit n =
+ *	queue n). Since API 1.1.
+ * @DRM_NEURON_PARAM_MAX_DMA_BYTES: most bytes one DMA job may copy (the sum
+ *	of its copies). Since API 1.1.
+ * @DRM_NEURON_PARAM_MAX_JOBS: most jobs one file may have submitted and not
+ *	yet finished. Since API 1.1.
+ * @DRM_NEURON_PARAM_JOB_MAX_MS: longest time a compute job may run on the
+ *	engine when the engine reports progress (%DRM_NEURON_ENGINE_PROGRESS),
+ *	and longest time it waits for the engine to fetch it. Since API 1.1.
+ * @DRM_NEURON_PARAM_TENANT_ID: tenant id the controller gave this file, or
+ *	0. Since API 1.1.
  */
 enum drm_neuron_param {
 	DRM_NEURON_PARAM_API_VERSION = 0,
@@ -86,6 +97,11 @@ enum drm_neuron_param {
 	DRM_NEURON_PARAM_JOB_TIMEOUT_MS = 12,
 	DRM_NEURON_PARAM_ENGINE_ATTACHED = 13,
 	DRM_NEURON_PARAM_CORE_BUSY_NS = 14,
+	DRM_NEURON_PARAM_DMA_MASK = 15,
+	DRM_NEURON_PARAM_MAX_DMA_BYTES = 16,
+	DRM_NEURON_PARAM_MAX_JOBS = 17,
+	DRM_NEURON_PARAM_JOB_MAX_MS = 18,
+	DRM_NEURON_PARAM_TENANT_ID = 19,
 };
 
 /**
@@ -123,6 +139,22 @@ enum drm_neuron_profile {
 #define DRM_NEURON_CAP_ENGINE			(1ULL << 3)
 /* DRM_NEURON_CAP_RESET_STATUS: DRM_IOCTL_NEURON_GET_RESET_STATUS. */
 #define DRM_NEURON_CAP_RESET_STATUS		(1ULL << 4)
+/*
+ * DRM_NEURON_CAP_ACCESS_CONTROL: files start with no cores and no DMA
+ * queues; &struct drm_neuron_set_core_mask grants DMA queues, names tenants
+ * and lifts bans (API 1.1).
+ */
+#define DRM_NEURON_CAP_ACCESS_CONTROL		(1ULL << 5)
+/*
+ * DRM_NEURON_CAP_ENGINE_PROGRESS: a compute job's timeout starts when the
+ * engine fetches it; %DRM_NEURON_ENGINE_PROGRESS restarts it (API 1.1).
+ */
+#define DRM_NEURON_CAP_ENGINE_PROGRESS		(1ULL << 6)
+/*
+ * DRM_NEURON_CAP_JOB_LIMITS: jobs per file are capped (EBUSY), DMA jobs have
+ * a byte budget and the job timeout (API 1.1).
+ */
+#define DRM_NEURON_CAP_JOB_LIMITS		(1ULL << 7)
 
 /**
  * struct drm_neuron_get_param - read one device or file parameter
@@ -153,6 +185,9 @@ enum drm_neuron_query_type {
 	DRM_NEURON_QUERY_HBM_INFO = 2,
 };
 
+/* DRM_NEURON_MAX_QUERY_SIZE: largest &drm_neuron_query.size accepted. */
+#define DRM_NEURON_MAX_QUERY_SIZE	4096
+
 /**
  * struct drm_neuron_query - size-negotiated read of a device structure
  *
@@ -161,8 +196,9 @@ enum drm_neuron_query_type {
  * of the caller's @size bytes, and stores its own size in @size. Older callers
  * thus get a prefix, newer callers get zeros in fields the kernel lacks.
  *
- * Errors: EINVAL for an unknown @type, a nonzero @flags or @pad, an @index out
- * of range (or nonzero where unused); EFAULT for a bad @data.
+ * Errors: EINVAL for an unknown @type, a nonzero @flags, an @index out of
+ * range (or nonzero where unused), or a @size above
+ * %DRM_NEURON_MAX_QUERY_SIZE (since API 1.1); EFAULT for a bad @data.
  */
 struct drm_neuron_query {
 	/** @type: in, an &enum drm_neuron_query_type. */
@@ -268,6 +304,9 @@ struct drm_neuron_hbm_info {
  * Without flags the BO is host memory (shmem): mmap-able through
  * DRM_IOCTL_NEURON_BO_MMAP_OFFSET and exportable with PRIME. With
  * %DRM_NEURON_BO_DEVICE it is a range of device HBM, zeroed.
+ *
+ * HBM is backed by host pages when a job first uses it, charged to the
+ * memory cgroup of the process that opened the file.
  *
  * Errors: EINVAL for a zero @size, unknown @flags, a nonzero @handle or
  * @device_addr on input, or a host BO above %DRM_NEURON_PARAM_MAX_BO_SIZE;
@@ -394,7 +433,8 @@ struct drm_neuron_sync {
  * Both BOs are indices into the job's BO list; the source entry must have
  * %DRM_NEURON_BO_ACCESS_READ, the destination %DRM_NEURON_BO_ACCESS_WRITE.
  * Host and device BOs may be combined freely; offsets need no alignment;
- * the two ranges must not overlap within one BO.
+ * the two ranges must not overlap within one BO. The sizes of a job's copies
+ * add up to at most %DRM_NEURON_PARAM_MAX_DMA_BYTES.
  */
 struct drm_neuron_dma_copy {
 	/** @src_bo: index of the source in the job's BO list. */
@@ -425,28 +465,39 @@ struct drm_neuron_dma_copy {
  * have signalled, runs on the queue named by @queue_type and @queue_index, and
  * its completion signals every @out_syncs entry. Jobs of one queue complete
  * in submission order. A job's fence carries its error: ENODEV when a compute
- * job finds no engine attached, ETIMEDOUT when it overran the job timeout (the
- * core is reset and the file banned), ECANCELED when the file was banned
- * before the job ran, or the errno the engine reported. Read it by exporting
- * an out-syncobj as a sync_file.
+ * job finds no engine attached (or the engine detached, or did not fetch it
+ * within %DRM_NEURON_PARAM_JOB_MAX_MS), ETIMEDOUT when it
+ * overran the job timeout (the queue is reset and the file banned; for a
+ * compute job the timeout counts from the moment the engine fetched it, for
+ * a DMA job from the moment its copies start), ECANCELED when the file was
+ * banned before the job ran, or the errno the engine reported. Read it by
+ * exporting an out-syncobj as a sync_file.
  *
  * A compute job (%DRM_NEURON_QUEUE_CORE) carries @cmd_size bytes of commands
  * at @cmd, opaque to the kernel and handed to the engine; @copies,
- * @copy_count and @copy_stride must be zero. A DMA job
- * (%DRM_NEURON_QUEUE_DMA) carries @copy_count &struct drm_neuron_dma_copy at
- * @copies; @cmd and @cmd_size must be zero.
+ * @copy_count and @copy_stride must be zero. The device BOs it lists are
+ * backed with host pages at submit. A DMA job (%DRM_NEURON_QUEUE_DMA)
+ * carries @copy_count &struct drm_neuron_dma_copy at @copies; @cmd and
+ * @cmd_size must be zero.
+ *
+ * A file may submit only to the cores and DMA queues the controller granted
+ * it (&struct drm_neuron_set_core_mask); a new file has none.
  *
  * Errors: EINVAL for nonzero @flags or @pad, an unknown @queue_type, a
  * @queue_index out of range, counts above the DRM_NEURON_MAX_* limits, a
  * stride below the first size of its element or above
  * %DRM_NEURON_MAX_STRIDE, unknown bytes in an element, a BO entry without
  * access flags or with unknown ones, a BO listed twice, a copy outside its
- * BO, with a bad index or access, or overlapping within one BO, a nonzero
- * sync flag, or a wait on a point that has no fence yet; ENOENT for a BO or
- * syncobj handle the file does not own; EACCES for a core outside the
- * file's core mask; ECANCELED when the file is banned after a job timeout;
+ * BO, with a bad index or access, or overlapping within one BO, copies
+ * adding up to more than %DRM_NEURON_PARAM_MAX_DMA_BYTES, a nonzero sync
+ * flag, or a wait on a point that has no fence yet; ENOENT for a BO or
+ * syncobj handle the file does not own; EACCES for a core or DMA queue
+ * outside the file's masks; ECANCELED when the file (or its tenant) is
+ * banned after a job timeout; EBUSY when the file already has
+ * %DRM_NEURON_PARAM_MAX_JOBS unfinished jobs (wait for one, then retry);
  * EOPNOTSUPP for an imported host BO the kernel cannot map (DMA jobs);
- * ENOMEM when memory runs out; EFAULT for bad pointers.
+ * ENOMEM when memory runs out (including the opener's memory cgroup while
+ * backing HBM); EFAULT for bad pointers.
  */
 struct drm_neuron_submit {
 	/** @queue_type: an &enum drm_neuron_queue_type. */
@@ -491,9 +542,11 @@ struct drm_neuron_submit {
  * enum drm_neuron_context_status - reset status of an open file
  *
  * @DRM_NEURON_CONTEXT_OK: no job of this file caused a reset.
- * @DRM_NEURON_CONTEXT_BANNED: a job of this file overran its timeout; the
- *	core was reset and every later submit fails with ECANCELED. Open the
- *	device again to get a fresh context.
+ * @DRM_NEURON_CONTEXT_BANNED: a job of this file, or of another file of
+ *	the same tenant (&drm_neuron_set_core_mask.tenant_id), overran its
+ *	timeout; the queue was reset and every later submit fails with
+ *	ECANCELED. A new file of the same tenant is banned too; only the
+ *	controller lifts a ban (%DRM_NEURON_MASK_LIFT_BAN).
  */
 enum drm_neuron_context_status {
 	DRM_NEURON_CONTEXT_OK = 0,
@@ -516,24 +569,50 @@ struct drm_neuron_reset_status {
 	__u64 guilty_jobs;
 };
 
+/* Flags of &struct drm_neuron_set_core_mask (API 1.1). */
+/* DRM_NEURON_MASK_DMA: also set the DMA queue mask from @dma_mask. */
+#define DRM_NEURON_MASK_DMA		(1U << 0)
+/* DRM_NEURON_MASK_TENANT: assign the file to tenant @tenant_id. */
+#define DRM_NEURON_MASK_TENANT		(1U << 1)
+/* DRM_NEURON_MASK_LIFT_BAN: lift the ban of the file and of its tenant. */
+#define DRM_NEURON_MASK_LIFT_BAN	(1U << 2)
+
 /**
- * struct drm_neuron_set_core_mask - restrict the cores an open file may use
+ * struct drm_neuron_set_core_mask - grant an open file cores and DMA queues
  *
- * Privileged (CAP_SYS_ADMIN): the controller (neurond) opens one file per
- * tenant and sets its mask. A new file may use every core. Submits to a
- * core outside the mask fail with EACCES.
+ * The controller's ioctl (neurond): it opens one file per tenant and grants
+ * each the cores and DMA queues it may submit to. A new file may use no core
+ * and no DMA queue (before API 1.1: every core and every DMA queue). The
+ * ioctl needs CAP_SYS_ADMIN; the target may be the caller's own file.
  *
- * Errors: EPERM without CAP_SYS_ADMIN; EBADF if @fd is not open; EINVAL if
- * @fd is not a file of this device, for nonzero @flags, or for bits at or
- * above the number of cores.
+ * @core_mask always replaces the file's core mask. With
+ * %DRM_NEURON_MASK_DMA, @dma_mask replaces its DMA queue mask. With
+ * %DRM_NEURON_MASK_TENANT the file joins tenant @tenant_id (an id the
+ * controller chooses): a ban, which follows a job timeout, then applies to
+ * every file of the tenant, present and future, so opening the device again
+ * does not escape it. A file joins a tenant once. With
+ * %DRM_NEURON_MASK_LIFT_BAN the ban of the file and of its tenant is lifted.
+ * Callers built against API 1.0 pass 16 bytes: @dma_mask and @tenant_id
+ * read as zero.
+ *
+ * Errors: EACCES without CAP_SYS_ADMIN; EBADF if @fd is not open; EINVAL if
+ * @fd is not a file of this device, for unknown @flags, for bits at or above
+ * the number of cores (DMA queues), a nonzero @dma_mask without
+ * %DRM_NEURON_MASK_DMA, a @tenant_id that is zero with
+ * %DRM_NEURON_MASK_TENANT or nonzero without it, or a file that already
+ * belongs to another tenant; ENOMEM when memory runs out.
  */
 struct drm_neuron_set_core_mask {
 	/** @fd: in, file descriptor of the target open device file. */
 	__s32 fd;
-	/** @flags: in, must be zero. */
+	/** @flags: in, DRM_NEURON_MASK_* bits. */
 	__u32 flags;
 	/** @core_mask: in, bit n allows core n. */
 	__u64 core_mask;
+	/** @dma_mask: in, bit n allows DMA queue n (with %DRM_NEURON_MASK_DMA). */
+	__u64 dma_mask;
+	/** @tenant_id: in, the tenant (with %DRM_NEURON_MASK_TENANT), nonzero. */
+	__u64 tenant_id;
 };
 
 /* DRM_NEURON_ENGINE_DETACH: detach the calling file instead of attaching. */
@@ -543,13 +622,18 @@ struct drm_neuron_set_core_mask {
  * struct drm_neuron_engine_attach - become the device's compute engine
  *
  * Privileged (CAP_SYS_ADMIN). One file at a time is the engine; it fetches
- * compute jobs and reports their completion. Closing the file detaches it;
- * jobs it held fail with ENODEV. The engine may mmap() the whole HBM at
- * @hbm_mmap_offset (read/write, populated on first touch).
+ * compute jobs and reports their completion. The engine may mmap() the HBM
+ * aperture at @hbm_mmap_offset (shared, read/write): pages of device BOs
+ * that jobs use are there; any other page raises SIGBUS.
  *
- * Errors: EPERM without CAP_SYS_ADMIN; EBUSY if another file is the engine;
- * EINVAL for unknown @flags or nonzero @pad, or DETACH by a file that is not
- * the engine.
+ * Detaching (this flag, closing the last reference to the file, or closing a
+ * descriptor of it in the process that attached) fails the jobs the engine
+ * held with ENODEV and revokes its HBM mapping: from then on the mapping
+ * raises SIGBUS.
+ *
+ * Errors: EACCES without CAP_SYS_ADMIN (before API 1.1: EPERM); EBUSY if
+ * another file is the engine; EINVAL for unknown @flags or nonzero @pad, or
+ * DETACH by a file that is not the engine.
  */
 struct drm_neuron_engine_attach {
 	/** @flags: in, 0 to attach or %DRM_NEURON_ENGINE_DETACH. */
@@ -581,7 +665,8 @@ struct drm_neuron_engine_bo {
  *
  * Waits until a compute job for a core in @core_mask is ready, then copies
  * its commands to @cmd and its BO list to @bos. Complete it with
- * DRM_IOCTL_NEURON_ENGINE_COMPLETE before the job timeout.
+ * DRM_IOCTL_NEURON_ENGINE_COMPLETE within the job timeout, which starts now
+ * (%DRM_NEURON_ENGINE_PROGRESS restarts it).
  *
  * Errors: EPERM if the file is not the attached engine; EINVAL for nonzero
  * @flags or @pad or a @bo_stride below 24; ETIME when @timeout_ns passed;
@@ -617,20 +702,34 @@ struct drm_neuron_engine_fetch {
 	__u32 pad;
 };
 
+/*
+ * DRM_NEURON_ENGINE_PROGRESS: the job is not finished but progressing:
+ * restart its timeout, at most until %DRM_NEURON_PARAM_JOB_MAX_MS after the
+ * fetch (API 1.1). @status must be 0.
+ */
+#define DRM_NEURON_ENGINE_PROGRESS	(1U << 0)
+
 /**
  * struct drm_neuron_engine_complete - report a fetched job as finished
  *
- * Errors: EPERM if the file is not the attached engine; EINVAL for nonzero
- * @flags or a @status that is neither 0 nor a negative errno; ENOENT if
- * @job_id is not a job this engine holds (unknown, completed, or already
- * timed out).
+ * Without flags the job is finished with @status. When a job overruns the
+ * timeout the kernel fails it with ETIMEDOUT at once, but keeps the device
+ * BOs it named from being freed or reused until the engine completes it
+ * (which then fails with ENOENT) or detaches: the engine may still be
+ * writing them.
+ *
+ * Errors: EPERM if the file is not the attached engine; EINVAL for unknown
+ * @flags, a @status that is neither 0 nor a negative errno, or a nonzero
+ * @status with %DRM_NEURON_ENGINE_PROGRESS; ENOENT if @job_id is not a job
+ * this engine holds (unknown, completed, or already timed out: stop working
+ * on it).
  */
 struct drm_neuron_engine_complete {
 	/** @job_id: in, from &drm_neuron_engine_fetch.job_id. */
 	__u64 job_id;
 	/** @status: in, 0 on success or a negative errno (-4095..-1). */
 	__s32 status;
-	/** @flags: in, must be zero. */
+	/** @flags: in, 0 or %DRM_NEURON_ENGINE_PROGRESS. */
 	__u32 flags;
 };
 

@@ -14,6 +14,7 @@
  */
 #include <linux/dma-fence.h>
 #include <linux/sched.h>
+#include <drm/drm_print.h>
 
 #include "neuron_drv.h"
 
@@ -47,8 +48,13 @@ static int neuron_dma_copy_chunk(struct neuron_job *job,
 /* Between chunks: the device going away, or the job out of time? */
 static int neuron_dma_check(struct neuron_job *job, u64 deadline)
 {
-	if (READ_ONCE(job->queue->ndev->dying))
+	struct neuron_device *ndev = job->queue->ndev;
+
+	if (READ_ONCE(ndev->dying)) {
+		drm_info(&ndev->drm, "%s: job %llu of client %llu stopped: device going away\n",
+			 job->queue->name, job->seq, job->nfile->client_id);
 		return -ENODEV;
+	}
 	if (ktime_get_ns() > deadline) {
 		neuron_job_overran(job);
 		return -ETIMEDOUT;

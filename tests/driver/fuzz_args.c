@@ -81,13 +81,17 @@ void fuzz_pointers_init(void)
 		scratch[i] = (uint8_t)(i * 2654435761u >> 13);
 }
 
+/*
+ * Somewhere in the first half of the scratch area: a buffer the kernel may
+ * write more into than the caller claimed (up to half of it) stays inside.
+ */
 void *fuzz_scratch(struct fuzz_rng *r, size_t len)
 {
 	size_t off;
 
-	if (len >= SCRATCH)
+	if (len >= SCRATCH / 2)
 		return scratch;
-	off = fuzz_below(r, SCRATCH - len) & ~7ul;
+	off = fuzz_below(r, SCRATCH / 2 - len) & ~7ul;
 	if (fuzz_chance(r, 2))	/* mostly zeros: well-formed enough to go deep */
 		memset(scratch + off, 0, len);
 	else

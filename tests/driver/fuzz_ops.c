@@ -239,8 +239,9 @@ static void op_control(struct fuzz_thread *t, struct fuzz_file *f)
  */
 static void op_engine(struct fuzz_thread *t, struct fuzz_file *f)
 {
+	/* As large as the kernel may fill whatever sizes are claimed. */
 	static uint32_t cmd[64 * 1024 / 4];
-	struct drm_neuron_engine_bo bos[16];
+	static uint8_t bos[DRM_NEURON_MAX_SUBMIT_BOS * DRM_NEURON_MAX_STRIDE];
 	struct drm_neuron_engine_attach a = {
 		.flags = fuzz_chance(R, 3) ? DRM_NEURON_ENGINE_DETACH : 0 };
 	struct drm_neuron_engine_fetch fe = {
@@ -316,12 +317,23 @@ static void op_prime(struct fuzz_thread *t, struct fuzz_file *f)
 
 static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 {
-	uint32_t h[2] = { pick_handle(t, f->syncobjs), pick_handle(t, f->syncobjs) };
-	uint64_t pts[2] = { fuzz_u64(R) % 16, fuzz_u64(R) };
+	/* Arrays as long as any count below (QUERY writes points back). */
+	static __thread uint32_t h[1 << 16];
+	static __thread uint64_t pts[1 << 16];
 	struct drm_syncobj_create cr = { .flags = fuzz_chance(R, 8) ? fuzz_u32(R) :
 						  fuzz_below(R, 2) };
-	struct drm_syncobj_destroy de = { .handle = h[0] };
-	struct drm_syncobj_timeline_wait tw = {
+	struct drm_syncobj_destroy de;
+	struct drm_syncobj_timeline_wait tw;
+	struct drm_syncobj_timeline_array ta;
+	struct drm_syncobj_transfer tr;
+	struct drm_syncobj_handle hf;
+
+	h[0] = pick_handle(t, f->syncobjs);
+	h[1] = pick_handle(t, f->syncobjs);
+	pts[0] = fuzz_u64(R) % 16;
+	pts[1] = fuzz_u64(R);
+	de = (struct drm_syncobj_destroy){ .handle = h[0] };
+	tw = (struct drm_syncobj_timeline_wait){
 		.handles = fuzz_chance(R, 8) ? fuzz_ptr(R, 8) : (uintptr_t)h,
 		.points = (uintptr_t)pts, .count_handles = 1 + fuzz_below(R, 2),
 		.timeout_nsec = nt_deadline_ms(fuzz_below(R, 5)),
@@ -332,18 +344,17 @@ static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 	 * (drm_syncobj_array_find, 6.12) asks kmalloc for more than it can
 	 * give without __GFP_NOWARN and WARNs, for any DRM file; not ours.
 	 */
-	struct drm_syncobj_timeline_array ta = {
+	ta = (struct drm_syncobj_timeline_array){
 		.handles = (uintptr_t)h, .points = (uintptr_t)pts,
 		.count_handles = fuzz_chance(R, 8) ? fuzz_below(R, 1 << 16) :
 						     1 + fuzz_below(R, 2),
 		.flags = fuzz_chance(R, 4) ? fuzz_u32(R) : 0,
 	};
-	struct drm_syncobj_transfer tr = {
+	tr = (struct drm_syncobj_transfer){
 		.src_handle = h[0], .dst_handle = h[1], .src_point = pts[0],
 		.dst_point = pts[1], .flags = fuzz_chance(R, 4) ? fuzz_u32(R) : 0,
 	};
-	struct drm_syncobj_handle hf = { .handle = h[0],
-					 .flags = fuzz_below(R, 4) };
+	hf = (struct drm_syncobj_handle){ .handle = h[0], .flags = fuzz_below(R, 4) };
 
 	switch (fuzz_below(R, 7)) {
 	case 0:

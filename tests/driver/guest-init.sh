@@ -70,14 +70,21 @@ params params_default "8 103079215104 trn2 2"
 params params_custom "4 67108864 trn2 3" cores=4 hbm_mib=64 dma_queues=3
 bad=""
 for args in profile=trn9 cores=65 devices=0 devices=9 dma_queues=0 \
-	    job_timeout_ms=1 hbm_mib=99999999 hbm_mib=1048576; do
+	    job_timeout_ms=1 hbm_mib=99999999; do
 	if insmod $KO $args 2>/dev/null; then bad="$bad $args"; rmmod neuron; fi
 done
 expect params_rejected "${bad:-none}" none
-# Past the DRM mmap offset space, HBM is refused by name, not by a failed
-# probe; the largest accepted size loads.
-dmesg | grep -q 'module parameter hbm_mib out of range' &&
-	pass params_hbm_max_named || fail params_hbm_max_named "no message naming hbm_mib"
+# 1 TiB of HBM would not fit DRM's mmap offset space: refused by name, not
+# by a failed probe; the largest accepted size loads.
+dmesg -c >/dev/null
+if insmod $KO hbm_mib=1048576 2>/dev/null; then
+	fail params_hbm_max_named "hbm_mib=1048576 loaded"
+	rmmod neuron
+elif dmesg | grep -q 'module parameter hbm_mib out of range'; then
+	pass params_hbm_max_named
+else
+	fail params_hbm_max_named "hbm_mib=1048576 refused without naming hbm_mib: $(dmesg | tail -3)"
+fi
 params params_hbm_max "8 549755813888 trn2 2" hbm_mib=524288
 insmod $KO devices=3 && {
 	expect params_three_devices "$(ls /dev/accel | wc -l)" 3

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # Host-side checks of driver/, run by run-qemu-suite.sh before it boots QEMU:
-#   w1_build           the module builds with W=1 without a warning
+#   w1_build           the module builds with W=1 (and NEURON_DEBUG=1, the
+#                      suite's checks) without a warning
 #   checkpatch         scripts/checkpatch.pl --strict (linux-source-6.12):
 #                      no errors, no warnings
 #   kernel_doc         scripts/kernel-doc -Wall: every uAPI field documented
@@ -57,7 +58,7 @@ clean_build() {
 	echo "# $name: header probes found: ${have:-none (the original 6.12 drm_sched forms)}"
 }
 
-clean_build w1_build "$KDIR" W=1
+clean_build w1_build "$KDIR" W=1 NEURON_DEBUG=1
 for k in "$@"; do
 	clean_build "build_$(basename "$(readlink -f "$k")" | sed 's/^linux-headers-//')" "$k"
 done

@@ -5,6 +5,7 @@
  * at a time, fetching from every core.
  */
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
@@ -100,10 +101,13 @@ pid_t nt_engine_start(int minor)
 	CHECK(pipe(p) == 0);
 	pid = fork();
 	if (!pid) {
-		int fd = nt_open_bare(minor);
 		struct drm_neuron_engine_attach a = { 0 };
 		uint8_t *hbm;
+		int fd;
 
+		/* A test that fails takes its engine with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fd = nt_open_bare(minor);
 		OK(ioctl(fd, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
 		hbm = mmap(NULL, a.hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			   fd, a.hbm_mmap_offset);

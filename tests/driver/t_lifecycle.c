@@ -99,28 +99,24 @@ NT_TEST(x_dma_timeout)
 }
 
 /*
- * rmmod with a long DMA job running: the job stops at its next chunk, and
- * every job is gone before the schedulers are (no warning, no leak).
- * Reference: the same job run to its end.
+ * rmmod with a DMA job running (its file closed): the job stops at its next
+ * chunk, and every job is gone before the schedulers are (no warning, no
+ * leak; the suite checks the log). A 1 GiB job runs for a good part of a
+ * second even on a host core; here the module has a minute's timeout.
  */
 NT_TEST(x_rmmod_during_long_dma)
 {
 	int fd = nt_open(0);
 	uint32_t src = nt_bo(fd, 8 * MIB, 0), dst = nt_bo(fd, 8 * MIB, 0);
-	struct nt_sync s = { nt_syncobj(fd), 0 };
-	uint64_t t0 = nt_now_ns(), full, dt;
+	uint64_t t0;
 
-	OK(long_dma(fd, src, dst, 128, &s));
-	OK(nt_syncobj_wait(fd, s.handle, 0, 60000));
-	CHECK(nt_fence_status(fd, s.handle) == 1);
-	full = nt_now_ns() - t0;
 	OK(long_dma(fd, src, dst, 128, NULL));
 	close(fd);	/* the job keeps running: it holds its BOs */
 	t0 = nt_now_ns();
 	CHECK(system("rmmod neuron") == 0, "rmmod with a DMA job running");
-	dt = nt_now_ns() - t0;
-	printf("# 1 GiB DMA job: %llu ms; rmmod during it: %llu ms\n",
-	       (unsigned long long)full / 1000000, (unsigned long long)dt / 1000000);
+	printf("# rmmod during a 1 GiB DMA job: %llu ms\n",
+	       (unsigned long long)(nt_now_ns() - t0) / 1000000);
 	CHECK(!module_loaded());
-	CHECK(dt < full / 2, "rmmod waited for the job");
+	CHECK(system("dmesg | grep -q 'dma0: job 1 .*stopped: device going away'") == 0,
+	      "the running job was not stopped");
 }

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -253,11 +254,13 @@ NT_TEST(race_detach_vs_complete)
 /* An engine that fetches one job per core and sits on them. */
 static void hoarding_engine(int minor, int ready_fd)
 {
-	int fd = nt_open_bare(minor), got = 0;
+	int fd, got = 0;
 	struct drm_neuron_engine_attach a = { 0 };
 	uint32_t cmd[16];
 	struct drm_neuron_engine_bo bos[8];
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	fd = nt_open_bare(minor);
 	OK(ioctl(fd, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
 	CHECK(mmap(NULL, a.hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		   a.hbm_mmap_offset) != MAP_FAILED);

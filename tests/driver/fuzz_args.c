@@ -60,7 +60,7 @@ uint64_t fuzz_size(struct fuzz_rng *r, uint64_t max)
 static uint8_t *scratch;		/* 1 MiB of random bytes, read-write */
 static uint8_t *guard_page;		/* a page followed by a PROT_NONE page */
 static uint8_t *read_only;		/* a read-only page */
-static uint8_t *unmapped;		/* a page that was unmapped */
+static uint8_t *unmapped;		/* a page no access reaches (PROT_NONE) */
 #define SCRATCH (1 << 20)
 
 void fuzz_pointers_init(void)
@@ -72,11 +72,15 @@ void fuzz_pointers_init(void)
 	guard_page = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	read_only = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	unmapped = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/*
+	 * Reserved, not unmapped: a freed page would be reused by the next
+	 * mapping (a thread's stack and TLS), and the kernel would write
+	 * there through the "bad" pointer.
+	 */
+	unmapped = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(scratch != MAP_FAILED && guard_page != MAP_FAILED &&
 	      read_only != MAP_FAILED && unmapped != MAP_FAILED);
 	CHECK(mprotect(guard_page + 4096, 4096, PROT_NONE) == 0);
-	CHECK(munmap(unmapped, 4096) == 0);
 	for (i = 0; i < SCRATCH; i++)
 		scratch[i] = (uint8_t)(i * 2654435761u >> 13);
 }
@@ -109,7 +113,7 @@ uint64_t fuzz_ptr(struct fuzz_rng *r, size_t len)
 	case 3: return 0xffff888000000000ull + fuzz_below(r, 1 << 20);
 	case 4: return (uintptr_t)read_only;
 	case 5: return (uintptr_t)guard_page + 4096 - fuzz_below(r, len + 1);
-	case 6: return fuzz_next(r);
+	case 6: return fuzz_next(r) | 1ull << 63;	/* never one of ours */
 	default: return (uintptr_t)fuzz_scratch(r, len);
 	}
 }

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE	/* strerrorname_np */
 #include <dirent.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -96,6 +97,23 @@ static void churn(struct fuzz_worker *w, struct fuzz_rng *rng)
 	}
 }
 
+/* A worker's own fault: where it was, for addr2line on the binary. */
+static void on_crash(int sig)
+{
+	void *frames[32];
+	int n = backtrace(frames, 32), i;
+	char line[64];
+
+	for (i = 0; i < n; i++) {
+		int len = snprintf(line, sizeof(line), "# fuzz: crash frame %d: %p\n", i, frames[i]);
+
+		if (write(1, line, len) < 0)
+			break;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static void fuzz_worker_run(int id, uint64_t seed, int privileged)
 {
 	static const int minors[FUZZ_MAX_FILES] = { 0, 1, 1, 0 };
@@ -105,6 +123,9 @@ static void fuzz_worker_run(int id, uint64_t seed, int privileged)
 	struct fuzz_rng rng = { seed * 0x9e3779b97f4a7c15ull + 1 };
 	int i;
 
+	signal(SIGSEGV, on_crash);
+	signal(SIGABRT, on_crash);
+	signal(SIGBUS, on_crash);
 	for (i = 0; i < FUZZ_MAX_FILES; i++)
 		fuzz_file_open(&w, &w.files[i], minors[i]);
 	w.devnull = open("/dev/null", O_RDWR);

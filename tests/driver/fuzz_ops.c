@@ -26,6 +26,13 @@ static void keep(struct fuzz_thread *t, uint32_t *pool, uint32_t h)
 	pool[fuzz_below(R, FUZZ_POOL)] = h;
 }
 
+/* A call that must fail succeeded: count it and say which. */
+static void violation(struct fuzz_thread *t, const char *what)
+{
+	atomic_fetch_add(&fuzz_stats->violations, 1);
+	printf("# fuzz: violation: worker %d: %s succeeded\n", t->w->id, what);
+}
+
 /* An ioctl whose argument is @arg, or now and then a bad pointer. */
 static int call(struct fuzz_thread *t, int fd, unsigned long req, void *arg)
 {
@@ -35,6 +42,8 @@ static int call(struct fuzz_thread *t, int fd, unsigned long req, void *arg)
 }
 
 #define CALL(name, fd, req, arg) fuzz_count(t->w, name, call(t, fd, req, arg))
+/* The argument as built: for the syncobj array ioctls (see op_syncobj). */
+#define CALL_ARG(name, fd, req, arg) fuzz_count(t->w, name, ioctl(fd, req, arg))
 
 static void op_get_param(struct fuzz_thread *t, struct fuzz_file *f)
 {
@@ -56,10 +65,10 @@ static void op_query(struct fuzz_thread *t, struct fuzz_file *f)
 		.flags = fuzz_chance(R, 8) ? fuzz_u32(R) : 0,
 	};
 
-	/* The answer is bounded whatever was asked. */
-	if (!CALL("QUERY", f->fd, DRM_IOCTL_NEURON_QUERY, &q) &&
+	/* The answer is bounded whatever was asked (q itself: CALL_ARG). */
+	if (!CALL_ARG("QUERY", f->fd, DRM_IOCTL_NEURON_QUERY, &q) &&
 	    q.size > DRM_NEURON_MAX_QUERY_SIZE)
-		atomic_fetch_add(&fuzz_stats->violations, 1);
+		violation(t, "QUERY of more than 4 KiB");
 }
 
 static void op_bo_create(struct fuzz_thread *t, struct fuzz_file *f)
@@ -229,7 +238,7 @@ static void op_control(struct fuzz_thread *t, struct fuzz_file *f)
 	}
 	if (!CALL("SET_CORE_MASK", f->fd, DRM_IOCTL_NEURON_SET_CORE_MASK, &m) &&
 	    !t->w->privileged)
-		atomic_fetch_add(&fuzz_stats->violations, 1);
+		violation(t, "unprivileged SET_CORE_MASK");
 }
 
 /*
@@ -271,8 +280,10 @@ static void op_engine(struct fuzz_thread *t, struct fuzz_file *f)
 		/* Not call(): a random argument could attach to device 0. */
 		r = fuzz_count(t->w, "ENGINE_ATTACH",
 			       ioctl(f->fd, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
-		if (!r && (!t->w->privileged || (f->minor == 0 && !a.flags)))
-			atomic_fetch_add(&fuzz_stats->violations, 1);
+		if (!r && !t->w->privileged)
+			violation(t, "unprivileged ENGINE_ATTACH");
+		else if (!r && f->minor == 0 && !a.flags)
+			violation(t, "ENGINE_ATTACH with a nonzero pad");
 		break;
 	case 1:
 		if (!CALL("ENGINE_FETCH", f->fd, DRM_IOCTL_NEURON_ENGINE_FETCH, &fe))
@@ -289,13 +300,15 @@ static void op_prime(struct fuzz_thread *t, struct fuzz_file *f)
 	struct drm_prime_handle ph = {
 		.handle = pick_handle(t, f->bos),
 		.flags = fuzz_chance(R, 4) ? fuzz_u32(R) : DRM_CLOEXEC | DRM_RDWR,
+		.fd = -1,	/* stays so when the call wrote elsewhere */
 	};
 	struct drm_gem_flink fl = { .handle = pick_handle(t, f->bos) };
 	struct drm_gem_open go = { .name = fuzz_below(R, 8) };
 
 	switch (fuzz_below(R, 3)) {
 	case 0:
-		if (CALL("PRIME_HANDLE_TO_FD", f->fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &ph))
+		if (CALL("PRIME_HANDLE_TO_FD", f->fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &ph) ||
+		    ph.fd < 0)
 			break;
 		ph.handle = 0;
 		ph.flags = 0;
@@ -309,9 +322,9 @@ static void op_prime(struct fuzz_thread *t, struct fuzz_file *f)
 		break;
 	default:	/* global names: refused on accel files */
 		if (!CALL("GEM_FLINK", f->fd, DRM_IOCTL_GEM_FLINK, &fl))
-			atomic_fetch_add(&fuzz_stats->violations, 1);
+			violation(t, "GEM_FLINK");
 		if (!CALL("GEM_OPEN", f->fd, DRM_IOCTL_GEM_OPEN, &go))
-			atomic_fetch_add(&fuzz_stats->violations, 1);
+			violation(t, "GEM_OPEN");
 	}
 }
 
@@ -340,7 +353,8 @@ static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 		.flags = fuzz_below(R, 16),
 	};
 	/*
-	 * Counts stay below 2^16: above ~2^19 the DRM core's array lookup
+	 * Counts stay below 2^16, and these structs are never replaced by
+	 * random bytes: above ~2^19 the DRM core's array lookup
 	 * (drm_syncobj_array_find, 6.12) asks kmalloc for more than it can
 	 * give without __GFP_NOWARN and WARNs, for any DRM file; not ours.
 	 */
@@ -354,7 +368,8 @@ static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 		.src_handle = h[0], .dst_handle = h[1], .src_point = pts[0],
 		.dst_point = pts[1], .flags = fuzz_chance(R, 4) ? fuzz_u32(R) : 0,
 	};
-	hf = (struct drm_syncobj_handle){ .handle = h[0], .flags = fuzz_below(R, 4) };
+	hf = (struct drm_syncobj_handle){ .handle = h[0], .flags = fuzz_below(R, 4),
+					  .fd = -1 };
 
 	switch (fuzz_below(R, 7)) {
 	case 0:
@@ -365,19 +380,20 @@ static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 		CALL("SYNCOBJ_DESTROY", f->fd, DRM_IOCTL_SYNCOBJ_DESTROY, &de);
 		break;
 	case 2:
-		CALL("SYNCOBJ_TIMELINE_WAIT", f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &tw);
+		CALL_ARG("SYNCOBJ_TIMELINE_WAIT", f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &tw);
 		break;
 	case 3:
-		CALL("SYNCOBJ_TIMELINE_SIGNAL", f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL, &ta);
+		CALL_ARG("SYNCOBJ_TIMELINE_SIGNAL", f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL, &ta);
 		break;
 	case 4:
-		CALL("SYNCOBJ_QUERY", f->fd, DRM_IOCTL_SYNCOBJ_QUERY, &ta);
+		CALL_ARG("SYNCOBJ_QUERY", f->fd, DRM_IOCTL_SYNCOBJ_QUERY, &ta);
 		break;
 	case 5:
 		CALL("SYNCOBJ_TRANSFER", f->fd, DRM_IOCTL_SYNCOBJ_TRANSFER, &tr);
 		break;
 	default:
-		if (!CALL("SYNCOBJ_HANDLE_TO_FD", f->fd, DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &hf)) {
+		if (!CALL("SYNCOBJ_HANDLE_TO_FD", f->fd, DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &hf) &&
+		    hf.fd >= 0) {
 			hf.handle = 0;
 			hf.flags = 0;
 			if (!CALL("SYNCOBJ_FD_TO_HANDLE", f->fd,
@@ -433,8 +449,12 @@ void fuzz_one(struct fuzz_thread *t)
 	if (fuzz_chance(R, 500)) {	/* start over with a fresh file */
 		fuzz_trace(t->w, "reopen slot %d", t->slot);
 		if (!t->w->privileged) {	/* the node is root's alone */
-			if (fuzz_count(t->w, "OPEN", open("/dev/accel/accel0", O_RDWR)) >= 0)
-				atomic_fetch_add(&fuzz_stats->violations, 1);
+			int fd = open("/dev/accel/accel0", O_RDWR | O_CLOEXEC);
+
+			if (fuzz_count(t->w, "OPEN", fd) >= 0) {
+				violation(t, "unprivileged open of the node");
+				close(fd);
+			}
 			return;
 		}
 		close(own->fd);

@@ -29,7 +29,8 @@ qemu_boot() {
 			</dev/null >"$log" 2>&1
 		QEMU_RC=$?
 		tr -d '\r' <"$log" >"$log.txt"
-		if grep -q "^$marker" "$log.txt" || ! grep -Eq "$QEMU_SPLAT" "$log.txt"; then
+		# Not anchored: the firmware's escape codes may precede the marker.
+		if grep -qF "$marker" "$log.txt" || ! grep -Eq "$QEMU_SPLAT" "$log.txt"; then
 			return 0
 		fi
 		echo "[driver-suite] the kernel crashed while booting, before $marker" \

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Bounds on what one file may ask of the device: unfinished jobs per file,
- * bytes per DMA job, QUERY sizes; and how they are announced (GET_PARAM).
+ * Bounds on what one file may ask of the device: unfinished jobs per file
+ * (their memory charged to the opener), bytes per DMA job, QUERY sizes; and
+ * how they are announced (GET_PARAM).
  */
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "nt.h"
 
@@ -119,4 +121,39 @@ NT_TEST(limits_query_size)
 	for (i = q.size; i < DRM_NEURON_MAX_QUERY_SIZE; i++)
 		CHECK(buf[i] == 0, "byte %zu", i);
 	munmap(buf, big);
+}
+
+/* Compute jobs of 64 KiB of commands each, held by an engine that waits. */
+static void job_memory_child(void *arg)
+{
+	int eng = nt_open_bare(0), fd, i;
+	struct drm_neuron_engine_attach a = { 0 };
+	static uint32_t cmd[16384];
+	struct drm_neuron_submit s = {
+		.queue_type = DRM_NEURON_QUEUE_CORE, .cmd = (uintptr_t)cmd,
+		.cmd_size = sizeof(cmd),
+	};
+	long long before, after;
+
+	OK(ioctl(eng, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
+	nt_cgroup_create("nt-jobs", 0);
+	nt_cgroup_enter("nt-jobs");
+	fd = nt_open(0);
+	nt_cgroup_enter(".");	/* what the jobs cost goes to the opener's group */
+	before = nt_cgroup_value("nt-jobs", "memory.current");
+	for (i = 0; i < 200; i++) {
+		s.queue_index = i % 8;
+		OK(ioctl(fd, DRM_IOCTL_NEURON_SUBMIT, &s));
+	}
+	after = nt_cgroup_value("nt-jobs", "memory.current");
+	printf("# 200 jobs of 64 KiB commands: opener's group +%lld KiB\n",
+	       (after - before) >> 10);
+	CHECK(after - before >= 200 * 64 * 1024, "job memory not charged");
+}
+
+NT_TEST(limits_job_memory_charged)
+{
+	int status = nt_in_child(job_memory_child, NULL);
+
+	CHECK(WIFEXITED(status) && !WEXITSTATUS(status), "child failed");
 }

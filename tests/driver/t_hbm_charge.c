@@ -11,7 +11,7 @@
 
 #include "nt.h"
 
-#define POP_MIB	192	/* HBM the populate tests back: 3/4 of the device */
+#define POP_MIB	112	/* HBM the populate tests back, twice: 7/8 of the device */
 
 /* A DMA job writing n MiB of dev from a 1 MiB host BO: backs n MiB at submit. */
 static int populate_job(int fd, uint32_t src, uint32_t dev, uint32_t n)
@@ -108,94 +108,101 @@ NT_TEST(hbm_memcg_limit_enomem)
 	CHECK(strstr(ev, "oom_kill 0"), "memory.events: %s", ev);
 }
 
-/* Submits a job backing POP_MIB of a fresh BO; tells the parent when. */
-static void populate_child(void *arg)
+/*
+ * One copy of POP_MIB from a device BO no job wrote (it reads as zero and
+ * needs no backing) into a fresh one: the submit backs POP_MIB in one go.
+ */
+static int big_populate_job(int fd)
 {
-	int *pipe_w = arg, fd = nt_open(0);
-	uint32_t src = nt_bo(fd, MIB, 0);
-	uint32_t dev = nt_bo(fd, POP_MIB * MIB, DRM_NEURON_BO_DEVICE);
+	uint32_t src = nt_bo(fd, POP_MIB * MIB, DRM_NEURON_BO_DEVICE);
+	uint32_t dst = nt_bo(fd, POP_MIB * MIB, DRM_NEURON_BO_DEVICE);
 
-	CHECK(write(*pipe_w, "g", 1) == 1);
-	OK(populate_job(fd, src, dev, POP_MIB));
+	return nt_dma(fd, 0, src, 0, dst, 0, POP_MIB * MIB, NULL, NULL);
 }
 
-/* Starts populate_child; returns its pid once it is about to submit. */
-static pid_t populate_start(void)
+static void populate_child(void *arg)
 {
-	int p[2];
-	char c;
+	OK(big_populate_job(nt_open(0)));
+}
+
+static long long resident(void)
+{
+	return nt_sysfs(0, "hbm_resident_bytes");
+}
+
+/*
+ * Starts populate_child and returns once its submit has backed 8 MiB: the
+ * rest of the populate is under way. *base: HBM backed before it.
+ */
+static pid_t populate_start(int fd, long long *base)
+{
+	uint64_t t0 = nt_now_ns(), size = nt_param(fd, DRM_NEURON_PARAM_HBM_SIZE);
 	pid_t pid;
 
-	CHECK(pipe(p) == 0);
+	/* Room for it: an earlier job's BOs go when the job is freed. */
+	while (nt_param(fd, DRM_NEURON_PARAM_HBM_USED) + 2 * POP_MIB * MIB > size) {
+		CHECK(nt_now_ns() - t0 < 20000000000ull, "no room for the populate");
+		usleep(10000);
+	}
+	*base = resident();
 	pid = fork();
+
+	CHECK(pid >= 0);
 	if (!pid) {
-		populate_child(&p[1]);
+		populate_child(NULL);
 		exit(0);
 	}
-	CHECK(read(p[0], &c, 1) == 1);
-	close(p[0]);
-	close(p[1]);
+	while (resident() < *base + 8 * (long long)MIB) {
+		CHECK(nt_now_ns() - t0 < 20000000000ull, "the populate did not start");
+		usleep(1000);
+	}
 	return pid;
 }
 
-/* How long backing POP_MIB takes here: the submit of populate_child. */
-static uint64_t populate_reference_ns(void)
-{
-	int fd = nt_open(0);
-	uint32_t src = nt_bo(fd, MIB, 0);
-	uint32_t dev = nt_bo(fd, POP_MIB * MIB, DRM_NEURON_BO_DEVICE);
-	uint64_t t0 = nt_now_ns(), dt;
-
-	OK(populate_job(fd, src, dev, POP_MIB));
-	dt = nt_now_ns() - t0;
-	OK(nt_bo_wait(fd, dev, 20000));
-	close(fd);
-	printf("# backing %d MiB of HBM took %llu ms\n", POP_MIB,
-	       (unsigned long long)dt / 1000000);
-	return dt;
-}
-
-/* SIGKILL during the submit ends it at once, not after the whole populate. */
+/*
+ * SIGKILL during the submit ends it there: no job comes of it, so the BOs
+ * are gone with the process. An unkillable populate runs to its end and
+ * queues the job, which holds the BOs for the whole copy.
+ */
 NT_TEST(hbm_populate_killable)
 {
-	uint64_t full = populate_reference_ns(), t0, dt;
-	pid_t pid = populate_start();
-	int status;
+	int fd = nt_open(0), status;
+	uint64_t used0 = nt_param(fd, DRM_NEURON_PARAM_HBM_USED);
+	long long base;
+	pid_t pid = populate_start(fd, &base);
 
-	usleep(full / 8000);
-	t0 = nt_now_ns();
 	kill(pid, SIGKILL);
 	CHECK(waitpid(pid, &status, 0) == pid);
-	dt = nt_now_ns() - t0;
-	printf("# killed after 1/8 of it: gone in %llu ms\n",
-	       (unsigned long long)dt / 1000000);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	CHECK(dt < full / 2, "kill took %llu of %llu ms", (unsigned long long)dt / 1000000,
-	      (unsigned long long)full / 1000000);
+	CHECK(nt_param(fd, DRM_NEURON_PARAM_HBM_USED) == used0,
+	      "the killed submit went on: its job holds %llu MiB of BOs",
+	      (unsigned long long)(nt_param(fd, DRM_NEURON_PARAM_HBM_USED) - used0) >> 20);
+	CHECK(resident() == base, "%lld bytes of HBM left backed", resident() - base);
 }
 
-/* Another tenant's engine work goes on while one tenant backs a lot of HBM. */
+/*
+ * Another tenant's compute job runs while one tenant backs a lot of HBM:
+ * it finishes before the populate does (a device-wide lock held across the
+ * populate would make the engine's access to its memory wait for the end).
+ */
 NT_TEST(hbm_populate_does_not_stall_others)
 {
-	uint64_t full = populate_reference_ns(), t0, dt;
 	pid_t e = nt_engine_start(0), pid;
 	int fd = nt_open(0), status;
 	uint32_t d = nt_bo(fd, 64 * 1024, DRM_NEURON_BO_DEVICE), *p;
 	struct nt_sync s = { nt_syncobj(fd), 0 };
+	long long base, done;
 
-	pid = populate_start();
-	usleep(full / 8000);
-	t0 = nt_now_ns();
+	pid = populate_start(fd, &base);
 	OK(nt_compute(fd, 5, NT_OP_ADD, 3, d, NULL, &s));
 	OK(nt_syncobj_wait(fd, s.handle, 0, 20000));
-	dt = nt_now_ns() - t0;
+	done = resident() - base;
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status));
-	printf("# compute job during the populate: %llu ms\n",
-	       (unsigned long long)dt / 1000000);
+	printf("# the compute job was done when %lld of %d MiB were backed\n",
+	       done >> 20, POP_MIB);
 	CHECK(nt_fence_status(fd, s.handle) == 1);
 	p = nt_dev_read(fd, d, 16384);
 	CHECK(p[0] == 3 && p[16383] == 3);
-	CHECK(dt < full / 2, "compute job took %llu ms of a %llu ms populate",
-	      (unsigned long long)dt / 1000000, (unsigned long long)full / 1000000);
+	CHECK(done < POP_MIB * (long long)MIB, "the compute job waited for the whole populate");
 	nt_engine_stop(e);
 }

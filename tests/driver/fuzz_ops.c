@@ -408,9 +408,12 @@ static void op_syncobj(struct fuzz_thread *t, struct fuzz_file *f)
 static void op_raw(struct fuzz_thread *t, struct fuzz_file *f)
 {
 	uint32_t nr = fuzz_below(R, 0x20), size = fuzz_below(R, 128);
-	unsigned long req = _IOC(fuzz_below(R, 4), DRM_IOCTL_BASE,
-				 DRM_COMMAND_BASE + nr, size);
+	unsigned long req;
 
+	/* Zeros would attach: device 0 keeps its engine (see op_engine). */
+	if (nr == DRM_NEURON_ENGINE_ATTACH && f->minor == 0)
+		nr = 0x1f;
+	req = _IOC(fuzz_below(R, 4), DRM_IOCTL_BASE, DRM_COMMAND_BASE + nr, size);
 	fuzz_count(t->w, "RAW", ioctl(f->fd, req, fuzz_scratch(R, 128)));
 }
 

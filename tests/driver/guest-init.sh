@@ -141,10 +141,17 @@ elif insmod $KO devices=2 hbm_mib=128 job_timeout_ms=1000; then
 	echo $((384 << 20)) >/sys/fs/cgroup/nt-fuzz/memory.max
 	t0=$(date +%s)
 	sh -c "echo \$\$ >/sys/fs/cgroup/nt-fuzz/cgroup.procs &&
-	       exec neuron_fuzz -s ${NEURON_FUZZ_SECONDS:-45} ${NEURON_FUZZ_SEED:+-S $NEURON_FUZZ_SEED}" \
-		>/tmp/fuzz.log 2>&1
+	       exec neuron_fuzz -s ${NEURON_FUZZ_SECONDS:-45} ${NEURON_FUZZ_SEED:+-S $NEURON_FUZZ_SEED}" &
+	fuzz=$!
+	# A fuzzer still running 2 minutes after its time: every task's kernel
+	# stack to the console (SysRq t), then its group is killed and it fails.
+	( sleep $(( ${NEURON_FUZZ_SECONDS:-45} + 120 )) && kill -0 $fuzz 2>/dev/null &&
+	  echo "# fuzz: still running, tasks:" && echo 1 >/proc/sys/kernel/sysrq &&
+	  echo t >/proc/sysrq-trigger && echo 1 >/sys/fs/cgroup/nt-fuzz/cgroup.kill ) &
+	watchdog=$!
+	wait $fuzz
 	rc=$?
-	cat /tmp/fuzz.log
+	kill $watchdog 2>/dev/null
 	echo "# fuzz: $(( $(date +%s) - t0 )) s"
 	if [ $rc = 0 ]; then
 		pass fuzz_ioctls

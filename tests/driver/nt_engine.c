@@ -107,17 +107,19 @@ pid_t nt_engine_start(int minor)
 
 		/* A test that fails takes its engine with it. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
 		fd = nt_open_bare(minor);
 		OK(ioctl(fd, DRM_IOCTL_NEURON_ENGINE_ATTACH, &a));
 		hbm = mmap(NULL, a.hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			   fd, a.hbm_mmap_offset);
 		CHECK(hbm != MAP_FAILED, "engine mmap: %s", strerror(errno));
 		CHECK(write(p[1], "r", 1) == 1);
+		close(p[1]);
 		nt_engine_loop(fd, hbm, a.hbm_size);
 	}
+	close(p[1]);	/* a child that dies before "r": end of file */
 	CHECK(read(p[0], &c, 1) == 1, "engine did not start");
 	close(p[0]);
-	close(p[1]);
 	return pid;
 }
 

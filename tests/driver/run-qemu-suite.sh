@@ -30,7 +30,7 @@
 #
 # Environment: NEURON_SUITE_DIR (work directory, default
 # /var/tmp/neuron-driver-suite), NEURON_SUITE_TIMEOUT (QEMU wall-clock limit
-# in seconds, default 300), NEURON_SUITE_SKIP_HOST_CHECKS=1, NEURON_KERNEL
+# in seconds, default 420), NEURON_SUITE_SKIP_HOST_CHECKS=1, NEURON_KERNEL
 # (a linux-image-*-amd64 release to boot instead of the newest 6.12),
 # NEURON_SUITE_TESTS (first boot: only these neuron_test name prefixes, no
 # parameter, unload, cycle or fuzz sections: for a quick loop).
@@ -41,7 +41,7 @@ HERE=$ROOT/tests/driver
 # shellcheck source=qemu-boot.sh
 . "$HERE/qemu-boot.sh"
 WORK=${NEURON_SUITE_DIR:-/var/tmp/neuron-driver-suite}
-QEMU_TIMEOUT=${NEURON_SUITE_TIMEOUT:-300}
+QEMU_TIMEOUT=${NEURON_SUITE_TIMEOUT:-420}
 START=$(date +%s)
 mkdir -p "$WORK"
 

@@ -139,9 +139,11 @@ static int neuron_file_join(struct neuron_file *nfile, u64 id)
 
 static void neuron_file_lift_ban(struct neuron_file *nfile)
 {
+	struct neuron_tenant *t = READ_ONCE(nfile->tenant);
+
 	atomic_set(&nfile->banned, 0);
-	if (nfile->tenant)
-		neuron_tenant_lift_ban(nfile->ndev, nfile->tenant);
+	if (t)
+		neuron_tenant_lift_ban(nfile->ndev, t);
 }
 
 /**

@@ -218,7 +218,10 @@ void KmdDevice::set_core_mask(const KmdContext &ctx, uint64_t core_mask)
 
 void KmdDevice::set_masks(const KmdContext &ctx, uint64_t core_mask, uint64_t dma_mask)
 {
-	set_access(fd_, path_, ctx, DRM_NEURON_MASK_DMA, core_mask, dma_mask);
+	// Drivers before uAPI 1.1 have no DMA queue masks (every file may use
+	// every DMA queue) and refuse the flag.
+	const bool dma = info_.capabilities & DRM_NEURON_CAP_ACCESS_CONTROL;
+	set_access(fd_, path_, ctx, dma ? DRM_NEURON_MASK_DMA : 0, core_mask, dma ? dma_mask : 0);
 }
 
 // --- KmdContext -------------------------------------------------------------------

@@ -7,6 +7,8 @@
 #   checkpatch         scripts/checkpatch.pl --strict (linux-source-6.12):
 #                      no errors, no warnings
 #   kernel_doc         scripts/kernel-doc -Wall: every uAPI field documented
+#   uapi_doc_refs      every @name in a uAPI struct's kernel-doc is a member
+#                      of it (tests/driver/uapi-doc-refs.py)
 #   uapi_layout        every uAPI struct: no implicit padding (-Wpadded),
 #                      size a multiple of 8, valid ISO C11 for userspace
 #   build_<release>    the module builds against other 6.12 headers too
@@ -99,6 +101,14 @@ if [ -f "$CP/scripts/checkpatch.pl" ]; then
 		pass kernel_doc
 	fi
 	cd - >/dev/null
+fi
+
+# The uAPI's kernel-doc names only members that exist.
+if out=$(python3 "$ROOT/tests/driver/uapi-doc-refs.py" "$DRV/include/uapi/drm/neuron_accel.h" 2>&1); then
+	pass uapi_doc_refs
+else
+	mapfile -t lines < <(echo "$out" | head -20)
+	fail uapi_doc_refs "${lines[@]}"
 fi
 
 # uAPI layout: no implicit padding anywhere, sizes multiples of 8.

@@ -112,7 +112,9 @@ ok=1
 for i in 1 2 3; do cycle || ok=0; done
 # What a leak of the driver's would grow: slab, percpu and vmalloc memory
 # (to 1 MiB), or pages (HBM, shmem): MemAvailable, which also moves with the
-# kernel's own caches, so only to 16 MiB (a 1 MiB BO leaked per cycle is 50).
+# kernel's own caches and per-CPU page lists (seen: -19 MiB and +7 MiB over
+# leak-free runs), so only to 32 MiB: a cycle backs 1 MiB of HBM and 2 MiB of
+# shmem, and any one of those BOs leaked per cycle is 50 MiB or more.
 kmem() { echo $(( $(memkb SUnreclaim) + $(memkb Percpu) + $(memkb VmallocUsed) )); }
 settle
 free0=$(memkb MemAvailable); kmem0=$(kmem)
@@ -120,7 +122,7 @@ for i in $(seq 50); do cycle || { ok=0; echo "# cycle $i failed"; break; }; done
 settle
 free1=$(memkb MemAvailable); kmem1=$(kmem)
 echo "# 50 cycles: MemAvailable $free0 -> $free1 kB, slab+percpu+vmalloc $kmem0 -> $kmem1 kB"
-if [ $ok = 1 ] && [ $((free0 - free1)) -lt 16384 ] && [ $((kmem1 - kmem0)) -lt 1024 ] && ! loaded; then
+if [ $ok = 1 ] && [ $((free0 - free1)) -lt 32768 ] && [ $((kmem1 - kmem0)) -lt 1024 ] && ! loaded; then
 	pass load_unload_50_cycles_no_leak
 else
 	fail load_unload_50_cycles_no_leak

@@ -19,6 +19,8 @@ inline constexpr int64_t kBlock = 512;
 
 template <class C, class S> void load_typed(C *dst, const std::byte *src, int64_t stride, int64_t n)
 {
+	if (n <= 0) // an empty source may have no memory (src null): nothing to read
+		return;
 	if (stride == static_cast<int64_t>(sizeof(S))) {
 		for (int64_t i = 0; i < n; ++i)
 			dst[i] = load_as<C>(ld<S>(src + i * static_cast<int64_t>(sizeof(S))));

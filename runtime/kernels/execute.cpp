@@ -166,6 +166,28 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_amp_unscale(cmd, views, max_threads);
 	case NEURON_OP_AMP_UPDATE_SCALE:
 		return detail::run_amp_update_scale(cmd, views, max_threads);
+	case NEURON_OP_SCAN:
+		return detail::run_scan(cmd, views, max_threads);
+	case NEURON_OP_SORT:
+		return detail::run_sort(cmd, views, max_threads);
+	case NEURON_OP_ATTENTION:
+		return detail::run_attention(cmd, views, max_threads);
+	case NEURON_OP_LU:
+		return detail::run_lu(cmd, views, max_threads);
+	case NEURON_OP_PERMUTATION:
+		return detail::run_permutation(cmd, views, max_threads);
+	case NEURON_OP_CHOLESKY:
+		return detail::run_cholesky(cmd, views, max_threads);
+	case NEURON_OP_TRIANGULAR_SOLVE:
+		return detail::run_triangular_solve(cmd, views, max_threads);
+	case NEURON_OP_GEQRF:
+		return detail::run_geqrf(cmd, views, max_threads);
+	case NEURON_OP_ORGQR:
+		return detail::run_orgqr(cmd, views, max_threads);
+	case NEURON_OP_EIGH:
+		return detail::run_eigh(cmd, views, max_threads);
+	case NEURON_OP_SVD:
+		return detail::run_svd(cmd, views, max_threads);
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

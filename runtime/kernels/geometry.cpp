@@ -43,6 +43,35 @@ uint64_t command_work(const neuron_cmd &cmd)
 		if (__builtin_mul_overflow(numel(cmd.operands[0]), k, &work))
 			work = ~0ull;
 	}
+	if (cmd.opcode == NEURON_OP_ATTENTION && cmd.num_operands == 6) {
+		// Every (row, key) pair of the mask's shape costs a dot product over E and
+		// a weighted sum over Ev.
+		const neuron_tensor_desc &q = cmd.operands[2], &v = cmd.operands[4];
+		const uint64_t ev = v.ndim ? static_cast<uint64_t>(v.sizes[v.ndim - 1]) : 1;
+		const uint64_t e = q.ndim ? static_cast<uint64_t>(q.sizes[q.ndim - 1]) : 1;
+		if (__builtin_mul_overflow(numel(cmd.operands[5]), std::max<uint64_t>(e + ev, 1), &work))
+			work = ~0ull;
+	}
+	if (cmd.opcode >= NEURON_OP_LU && cmd.opcode <= NEURON_OP_SVD && cmd.opcode != NEURON_OP_PERMUTATION) {
+		// n^3 per matrix: numel of the largest operand times its longest matrix dim.
+		int64_t side = 1;
+		for (int k = 0; k < std::min<int>(cmd.num_operands, NEURON_MAX_OPERANDS); ++k) {
+			const neuron_tensor_desc &t = cmd.operands[k];
+			for (int i = std::max(0, t.ndim - 2); i < t.ndim; ++i)
+				side = std::max(side, t.sizes[i]);
+		}
+		if (__builtin_mul_overflow(work, static_cast<uint64_t>(side), &work))
+			work = ~0ull;
+	}
+	if (cmd.opcode == NEURON_OP_SORT && cmd.num_operands == 3) {
+		// n log n per row: numel(in) times the row length's bit count.
+		const neuron_tensor_desc &in = cmd.operands[2];
+		const int64_t dim = cmd.iscalars[0];
+		const uint64_t len = in.ndim > 0 && dim >= 0 && dim < in.ndim ? static_cast<uint64_t>(in.sizes[dim]) : 1;
+		const uint64_t bits = 64 - static_cast<uint64_t>(__builtin_clzll(len | 1));
+		if (__builtin_mul_overflow(numel(in), bits, &work))
+			work = ~0ull;
+	}
 	return work;
 }
 
@@ -87,6 +116,14 @@ int written_operands(uint16_t opcode)
 	switch (opcode) {
 	case NEURON_OP_ADAM_STEP:
 		return 3;
+	case NEURON_OP_LU:  // lu, pivots, info
+	case NEURON_OP_SVD: // u, s, vh
+		return 3;
+	case NEURON_OP_SORT:      // values, indices
+	case NEURON_OP_ATTENTION: // out, lse
+	case NEURON_OP_CHOLESKY:  // l, info
+	case NEURON_OP_GEQRF:     // packed, tau
+	case NEURON_OP_EIGH:      // w, v
 	case NEURON_OP_DROPOUT:          // out, mask
 	case NEURON_OP_AMP_UNSCALE:      // grad, found_inf
 	case NEURON_OP_AMP_UPDATE_SCALE: // scale, growth_tracker

@@ -1,5 +1,6 @@
 // ISA 1.1 indexing: INDEX_SELECT, INDEX_ADD, GATHER, SCATTER_ADD along dim i[0];
-// ISA 1.3 adds the copying writes INDEX_COPY and SCATTER.
+// ISA 1.3 adds the copying writes INDEX_COPY and SCATTER; ISA 1.4 the combining
+// functions of the adds (product, max, min: index_reduce, scatter_reduce).
 //
 // Index values are data, so their range is checked here (check_semantics cannot):
 // every index is validated before anything is written, and one out of range faults
@@ -121,15 +122,34 @@ template <class F> void each_indexed_slice(const View &out, const View &ix, cons
 	}
 }
 
-void add_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, uint8_t ddt, uint8_t sdt)
+// dst (op)= src over a run, op: the command's combining function (i[1], enum
+// neuron_index_reduce; SUM for the ISA 1.1 adds).
+void add_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64_t n, uint8_t ddt, uint8_t sdt,
+	     int64_t op = NEURON_INDEX_REDUCE_SUM)
 {
 	for (int64_t off = 0; off < n; off += kBlock) {
 		const int64_t m = std::min(kBlock, n - off);
 		double a[kBlock], b[kBlock];
 		load_block<double>(a, dst + off * ds, ds, m, ddt);
 		load_block<double>(b, src + off * ss, ss, m, sdt);
-		for (int64_t i = 0; i < m; ++i)
-			a[i] += b[i];
+		switch (op) {
+		case NEURON_INDEX_REDUCE_PROD:
+			for (int64_t i = 0; i < m; ++i)
+				a[i] *= b[i];
+			break;
+		case NEURON_INDEX_REDUCE_AMAX: // NaN wins, as torch.scatter_reduce
+			for (int64_t i = 0; i < m; ++i)
+				a[i] = (a[i] != a[i] || b[i] != b[i]) ? (a[i] != a[i] ? a[i] : b[i]) : std::max(a[i], b[i]);
+			break;
+		case NEURON_INDEX_REDUCE_AMIN:
+			for (int64_t i = 0; i < m; ++i)
+				a[i] = (a[i] != a[i] || b[i] != b[i]) ? (a[i] != a[i] ? a[i] : b[i]) : std::min(a[i], b[i]);
+			break;
+		default:
+			for (int64_t i = 0; i < m; ++i)
+				a[i] += b[i];
+			break;
+		}
 		if (is_floating(ddt)) {
 			store_block<double>(dst + off * ds, ds, a, m, ddt);
 		} else {
@@ -181,12 +201,13 @@ Result run_index_add(const neuron_cmd &cmd, std::span<const View> v, int)
 	const int64_t limit = out.ndim ? out.sizes[dim] : 1;
 	if (auto f = check_index_1d("index_add", ix, count, limit, dim))
 		return f;
+	const int64_t op = cmd.iscalars[1];
 	if (out.ndim == 0) {
-		add_run(out.data, 0, src.data, 0, 1, out.dtype, src.dtype);
+		add_run(out.data, 0, src.data, 0, 1, out.dtype, src.dtype, op);
 		return std::nullopt;
 	}
 	each_indexed_slice(out, ix, src, dim, count, [&](std::byte *d, std::byte *s, int64_t dsd, int64_t ssd, int64_t n) {
-		add_run(d, dsd, s, ssd, n, out.dtype, src.dtype);
+		add_run(d, dsd, s, ssd, n, out.dtype, src.dtype, op);
 	});
 	return std::nullopt;
 }
@@ -221,7 +242,7 @@ Result run_scatter_add(const neuron_cmd &cmd, std::span<const View> v, int)
 		std::copy(pos, pos + NEURON_MAX_DIMS, p2);
 		if (out.ndim)
 			p2[dim] = index_at(ix, pos);
-		add_run(elem(out, p2), 0, elem(src, pos), 0, 1, out.dtype, src.dtype);
+		add_run(elem(out, p2), 0, elem(src, pos), 0, 1, out.dtype, src.dtype, cmd.iscalars[1]);
 	});
 	return std::nullopt;
 }

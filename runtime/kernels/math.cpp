@@ -1,6 +1,7 @@
 // ISA 1.1 pointwise families: UNARY_MATH (log, sqrt, rsqrt, abs, sigmoid, erf,
 // reciprocal, pow, clamp, neg), BINARY_MATH (maximum, minimum, pow, gelu and
-// threshold backward), COMPARE / COMPARE_SCALAR (bool results) and WHERE.
+// threshold backward), COMPARE / COMPARE_SCALAR (bool results) and WHERE; the
+// ISA 1.4 functions of the first two are in special_math.cpp.
 //
 // Floating math runs in float on blocks converted from any dtype (block.h), as the
 // other elementwise kernels do; comparisons and maximum/minimum run in double so
@@ -8,6 +9,7 @@
 // out share one dtype), so it is exact for every dtype.
 #include "ops.h"
 #include "pointwise.h"
+#include "special_math.h"
 #include "vmath.h"
 
 #include <cmath>
@@ -38,9 +40,79 @@ NK_HOT void gelu_backward_erf(float *g, const float *x, int64_t n)
 
 } // namespace
 
+// The ISA 1.4 functions: one element at a time in double (special_math.cpp).
+Result run_special_unary(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const int fn = static_cast<int>(cmd.iscalars[0]);
+	const int64_t i1 = cmd.iscalars[1];
+	const double *f = cmd.fscalars.f;
+	pointwise<2>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		double x[kBlock];
+		load_block<double>(x, q[1], s[1], n, v[1].dtype);
+		for (int64_t i = 0; i < n; ++i)
+			x[i] = unary_fn(fn, x[i], f, i1);
+		store_block<double>(q[0], s[0], x, n, v[0].dtype);
+	});
+	return std::nullopt;
+}
+
+// FMOD / REMAINDER / FLOOR_DIVIDE of integers, exactly in int64 (PyTorch's
+// semantics); a zero divisor faults the command (the CPU raises ZeroDivisionError).
+Result run_integer_division(int fn, std::span<const View> v, int max_threads)
+{
+	bool div0 = false;
+	pointwise<3>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		int64_t a[kBlock], b[kBlock];
+		load_block<int64_t>(a, q[1], s[1], n, v[1].dtype);
+		load_block<int64_t>(b, q[2], s[2], n, v[2].dtype);
+		for (int64_t i = 0; i < n; ++i) {
+			if (b[i] == 0) {
+				div0 = true;
+				a[i] = 0;
+				continue;
+			}
+			if (b[i] == -1) { // INT64_MIN / -1 overflows: the quotient wraps, the remainder is 0
+				a[i] = fn == NEURON_BINARY_FLOOR_DIVIDE ? static_cast<int64_t>(0 - static_cast<uint64_t>(a[i])) : 0;
+				continue;
+			}
+			const int64_t r = a[i] % b[i];
+			if (fn == NEURON_BINARY_FMOD)
+				a[i] = r;
+			else if (fn == NEURON_BINARY_REMAINDER)
+				a[i] = (r != 0 && ((r < 0) != (b[i] < 0))) ? r + b[i] : r;
+			else
+				a[i] = a[i] / b[i] - ((r != 0 && ((r < 0) != (b[i] < 0))) ? 1 : 0);
+		}
+		store_block<int64_t>(q[0], s[0], a, n, v[0].dtype);
+	});
+	if (div0)
+		return exec_fault("integer division by zero (binary_math fn " + std::to_string(fn) + ")");
+	return std::nullopt;
+}
+
+Result run_special_binary(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
+{
+	const int fn = static_cast<int>(cmd.iscalars[0]);
+	const int64_t i1 = cmd.iscalars[1];
+	const double *f = cmd.fscalars.f;
+	if (!is_floating(v[0].dtype))
+		return run_integer_division(fn, v, max_threads);
+	pointwise<3>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+		double a[kBlock], b[kBlock];
+		load_block<double>(a, q[1], s[1], n, v[1].dtype);
+		load_block<double>(b, q[2], s[2], n, v[2].dtype);
+		for (int64_t i = 0; i < n; ++i)
+			a[i] = binary_fn(fn, a[i], b[i], f, i1);
+		store_block<double>(q[0], s[0], a, n, v[0].dtype);
+	});
+	return std::nullopt;
+}
+
 Result run_unary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 {
 	const int fn = static_cast<int>(cmd.iscalars[0]);
+	if (fn >= kFirstSpecialUnary)
+		return run_special_unary(cmd, v, max_threads);
 	const int64_t flags = cmd.iscalars[1];
 	const float p0 = static_cast<float>(cmd.fscalars.f[0]), p1 = static_cast<float>(cmd.fscalars.f[1]);
 	const uint8_t odt = v[0].dtype, idt = v[1].dtype;
@@ -78,6 +150,8 @@ Result run_unary_math(const neuron_cmd &cmd, std::span<const View> v, int max_th
 Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 {
 	const int fn = static_cast<int>(cmd.iscalars[0]);
+	if (fn >= kFirstSpecialBinary)
+		return run_special_binary(cmd, v, max_threads);
 	const bool tanh_form = cmd.iscalars[1] == 1;
 	const double thr = cmd.fscalars.f[0];
 	const uint8_t odt = v[0].dtype, adt = v[1].dtype, bdt = v[2].dtype;

@@ -149,8 +149,10 @@ struct Tile {
 	int64_t batch, r0, r1, c0, c1;
 };
 
+} // namespace
+
 // Before the first BLAS call: the kernel set for this CPU (blas_select.h), then one
-// thread per call.
+// thread per call (the kernels split work themselves).
 void prepare_blas()
 {
 	static std::once_flag once;
@@ -159,8 +161,6 @@ void prepare_blas()
 		openblas_set_num_threads(1);
 	});
 }
-
-} // namespace
 
 Result run_matmul(const neuron_cmd &cmd, std::span<const View> v, int max_threads, GemmPacks *packs)
 {

@@ -45,7 +45,20 @@ Result run_multinomial(const neuron_cmd &cmd, std::span<const View> v, int max_t
 Result run_timestamp(const View &out);                                                    // amp.cpp
 Result run_amp_unscale(const neuron_cmd &cmd, std::span<const View> v, int max_threads);  // amp.cpp
 Result run_amp_update_scale(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // amp.cpp
+Result run_scan(const neuron_cmd &cmd, std::span<const View> v, int max_threads);      // scan.cpp
+Result run_sort(const neuron_cmd &cmd, std::span<const View> v, int max_threads);      // sort.cpp
+Result run_attention(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // attention.cpp
+Result run_lu(const neuron_cmd &cmd, std::span<const View> v, int max_threads);               // linalg.cpp
+Result run_permutation(const neuron_cmd &cmd, std::span<const View> v, int max_threads);      // linalg.cpp
+Result run_cholesky(const neuron_cmd &cmd, std::span<const View> v, int max_threads);         // linalg.cpp
+Result run_triangular_solve(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // linalg.cpp
+Result run_geqrf(const neuron_cmd &cmd, std::span<const View> v, int max_threads);            // linalg.cpp
+Result run_orgqr(const neuron_cmd &cmd, std::span<const View> v, int max_threads);            // linalg.cpp
+Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads);             // linalg.cpp
+Result run_svd(const neuron_cmd &cmd, std::span<const View> v, int max_threads);              // linalg.cpp
 
 Fault exec_fault(std::string message);
+// Before the first BLAS call: the CPU's kernel set, one OpenBLAS thread per call.
+void prepare_blas(); // matmul.cpp
 
 } // namespace neuron::kernels::detail

@@ -55,7 +55,67 @@ const OpInfo kOps[] = {
 	// ISA 1.3
 	{"index_copy", 3, {"out", "index", "src"}},
 	{"scatter", 3, {"out", "index", "src"}},
+	// ISA 1.4
+	{"scan", 3, {"out", "in", "init"}},
+	{"sort", 3, {"values", "indices", "in"}},
+	{"attention", 6, {"out", "lse", "q", "k", "v", "mask"}},
+	{"lu", 4, {"lu", "pivots", "info", "a"}},
+	{"permutation", 2, {"perm", "pivots"}},
+	{"cholesky", 3, {"l", "info", "a"}},
+	{"triangular_solve", 3, {"x", "a", "b"}},
+	{"geqrf", 3, {"packed", "tau", "a"}},
+	{"orgqr", 3, {"q", "packed", "tau"}},
+	{"eigh", 3, {"w", "v", "a"}},
+	{"svd", 4, {"u", "s", "vh", "a"}},
 };
+static_assert(std::size(kOps) == NEURON_OP_SVD + 1, "one kOps entry per opcode of 1..35 and block 36..63");
+
+// The scalars each function of UNARY_MATH / BINARY_MATH reads (bit k of f: f[k];
+// of i: i[k]; i[0] is the function itself). Indexed by the function.
+struct FnScalars {
+	unsigned f, i;
+};
+constexpr FnScalars kUnaryScalars[NEURON_UNARY_COUNT_] = {
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, // log .. reciprocal
+	{0x1, 0x1},                                             // pow: f[0] exponent
+	{0x3, 0x3},                                             // clamp (checked apart)
+	{0, 1},                                                 // neg
+	// ISA 1.4: sin .. erfinv take no scalars
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0x1, 0x1},             // leaky_relu: slope
+	{0x3, 0x1},             // softplus: beta, threshold
+	{0x7, 0x1},             // elu: alpha, scale, input scale
+	{0, 1}, {0, 1}, {0, 1}, // hardsigmoid, hardswish, mish
+	{0x1, 0x3},             // logit (checked apart)
+	{0, 1},                 // i0
+	{0x1, 0x3},             // round_decimals
+	{0, 1},                 // sinc
+	// special functions: bessel_j0 .. ndtri take no scalars
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0x1, 0x1}, // polygamma: n
+};
+constexpr FnScalars kBinaryScalars[NEURON_BINARY_COUNT_] = {
+	{0, 1}, {0, 1}, {0, 1}, // maximum, minimum, pow
+	{0, 0x3},               // gelu_backward: i[1] form
+	{0x1, 0x1},             // threshold_backward: f[0]
+	// ISA 1.4: atan2 .. logaddexp2 take no scalars
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0x1, 0x1}, // leaky_relu_backward
+	{0x3, 0x1}, // softplus_backward
+	{0x7, 0x3}, // elu_backward (+ i[1] is_result)
+	{0x3, 0x1}, // hardtanh_backward
+	{0, 1}, {0, 1}, {0, 1}, // hardsigmoid, hardswish, mish backward
+	{0x1, 0x3},             // logit_backward (checked apart)
+	// special functions of two tensors: no scalars
+	{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1},
+	{0, 1}, {0, 1},
+};
+// Aggregate initialisation zero-fills missing entries: the last ones must be there.
+static_assert(kUnaryScalars[NEURON_UNARY_SINC].i == 1 && kUnaryScalars[NEURON_UNARY_ROUND_DECIMALS].i == 3 &&
+	      kUnaryScalars[NEURON_UNARY_NDTRI].i == 1 && kUnaryScalars[NEURON_UNARY_POLYGAMMA].f == 1);
+static_assert(kBinaryScalars[NEURON_BINARY_LOGIT_BACKWARD].i == 3 && kBinaryScalars[NEURON_BINARY_LEGENDRE_P].i == 1);
 
 // ISA 1.4, the block from opcode 64 (cmd.h).
 constexpr uint16_t kIsa14First = NEURON_OP_RNG;
@@ -230,23 +290,47 @@ struct Checker : CheckBase {
 
 	// ---- ISA 1.1 ----
 
+	// Flag scalar i[1] of a function: must be 0 or 1.
+	std::optional<Fault> flag_i1(const char *what) const
+	{
+		if (cmd.iscalars[1] != 0 && cmd.iscalars[1] != 1)
+			return bad(fmt("scalars i[1]=%" PRId64 " (%s) must be 0 or 1", cmd.iscalars[1], what));
+		return std::nullopt;
+	}
+
 	std::optional<Fault> unary_math() const
 	{
 		std::optional<Fault> f;
 		if ((f = selector(NEURON_UNARY_COUNT_, "unary function")) ||
 		    (f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16")) || (f = same_shape(1)))
 			return f;
+		const FnScalars &use = kUnaryScalars[cmd.iscalars[0]];
 		switch (cmd.iscalars[0]) {
-		case NEURON_UNARY_POW:
-			return unused_scalars(0x1, 0x1);
 		case NEURON_UNARY_CLAMP:
 			if (cmd.iscalars[1] < 0 || cmd.iscalars[1] > 3)
 				return bad(fmt("scalars i[1]=%" PRId64 " (clamp bounds: bit 0 min, bit 1 max) must be 0..3",
 					       cmd.iscalars[1]));
 			return unused_scalars((cmd.iscalars[1] & 1 ? 0x1 : 0) | (cmd.iscalars[1] & 2 ? 0x2 : 0), 0x3);
-		default:
-			return unused_scalars(0x0, 0x1);
+		case NEURON_UNARY_LOGIT:
+			if ((f = flag_i1("eps given")))
+				return f;
+			return unused_scalars(cmd.iscalars[1] ? 0x1 : 0x0, 0x3);
+		case NEURON_UNARY_POLYGAMMA: {
+			const double n = cmd.fscalars.f[0];
+			if (!(n >= 0) || n > 1e6 || n != std::trunc(n))
+				return bad(fmt("scalars f[0]=%g (n) must be an integer in [0, 1e6]", n));
+			break;
 		}
+		case NEURON_UNARY_ROUND_DECIMALS:
+			if ((f = flag_i1("negative decimals")))
+				return f;
+			if (!(cmd.fscalars.f[0] >= 1) || !std::isfinite(cmd.fscalars.f[0]))
+				return bad(fmt("scalars f[0]=%g (10^|decimals|) must be finite and >= 1", cmd.fscalars.f[0]));
+			break;
+		default:
+			break;
+		}
+		return unused_scalars(use.f, use.i);
 	}
 
 	std::optional<Fault> binary_math() const
@@ -255,20 +339,22 @@ struct Checker : CheckBase {
 		if ((f = selector(NEURON_BINARY_COUNT_, "binary function")) || (f = same_shape(1)) || (f = same_shape(2)))
 			return f;
 		const int64_t fn = cmd.iscalars[0];
-		if (fn == NEURON_BINARY_MAXIMUM || fn == NEURON_BINARY_MINIMUM)
+		if (fn == NEURON_BINARY_MAXIMUM || fn == NEURON_BINARY_MINIMUM || fn == NEURON_BINARY_FMOD ||
+		    fn == NEURON_BINARY_REMAINDER || fn == NEURON_BINARY_FLOOR_DIVIDE)
 			f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool");
 		else
 			f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16");
 		if (f)
 			return f;
-		if (fn == NEURON_BINARY_GELU_BACKWARD) {
-			if (cmd.iscalars[1] != 0 && cmd.iscalars[1] != 1)
-				return bad(fmt("scalars i[1]=%" PRId64 " must be 0 (erf) or 1 (tanh)", cmd.iscalars[1]));
-			return unused_scalars(0x0, 0x3);
-		}
-		if (fn == NEURON_BINARY_THRESHOLD_BACKWARD)
-			return unused_scalars(0x1, 0x1);
-		return unused_scalars(0x0, 0x1);
+		if (fn == NEURON_BINARY_GELU_BACKWARD && cmd.iscalars[1] != 0 && cmd.iscalars[1] != 1)
+			return bad(fmt("scalars i[1]=%" PRId64 " must be 0 (erf) or 1 (tanh)", cmd.iscalars[1]));
+		if ((fn == NEURON_BINARY_ELU_BACKWARD || fn == NEURON_BINARY_LOGIT_BACKWARD) &&
+		    (f = flag_i1(fn == NEURON_BINARY_ELU_BACKWARD ? "b is the result" : "eps given")))
+			return f;
+		const FnScalars &use = kBinaryScalars[fn];
+		if (fn == NEURON_BINARY_LOGIT_BACKWARD)
+			return unused_scalars(cmd.iscalars[1] ? 0x1 : 0x0, 0x3);
+		return unused_scalars(use.f, use.i);
 	}
 
 	std::optional<Fault> compare() const
@@ -330,6 +416,11 @@ struct Checker : CheckBase {
 			return f;
 		if (add && (f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool")))
 			return f;
+		// ISA 1.4: the adds' combining function.
+		if (add && (cmd.iscalars[1] < 0 || cmd.iscalars[1] >= NEURON_INDEX_REDUCE_COUNT_))
+			return bad(fmt("scalars i[1]=%" PRId64 " is not a valid combining function (0..%d)", cmd.iscalars[1],
+				       NEURON_INDEX_REDUCE_COUNT_ - 1));
+		const unsigned used_i = add ? 0x3 : 0x1;
 		if (opc == NEURON_OP_INDEX_SELECT || opc == NEURON_OP_INDEX_ADD || opc == NEURON_OP_INDEX_COPY) {
 			if (d(index).ndim != 1)
 				return bad(who(index) + fmt(": ndim=%u, the index must be 1-d", d(index).ndim));
@@ -341,7 +432,7 @@ struct Checker : CheckBase {
 			} else if ((f = sizes_but_dim(small, big, len))) {
 				return f;
 			}
-			return unused_scalars(0x0, 0x1);
+			return unused_scalars(0x0, used_i);
 		}
 		// GATHER / SCATTER(_ADD): index has out's (gather) or src's (scatter) shape; the
 		// other operand is at least as large in every dim but dim.
@@ -357,7 +448,7 @@ struct Checker : CheckBase {
 				return bad(who(other) + fmt(": sizes[%d]=%" PRId64 " is smaller than the index's %" PRId64, i,
 							d(other).sizes[i], d(shaped).sizes[i]));
 		}
-		return unused_scalars(0x0, 0x1);
+		return unused_scalars(0x0, used_i);
 	}
 
 	std::optional<Fault> adam_step() const
@@ -415,6 +506,233 @@ struct Checker : CheckBase {
 		return unused_scalars(0x0, 0x3);
 	}
 
+	// ---- ISA 1.4 ----
+
+	std::optional<Fault> scan() const
+	{
+		std::optional<Fault> f;
+		const int64_t fn = cmd.iscalars[1];
+		if (fn < 0 || fn >= NEURON_SCAN_COUNT_)
+			return bad(fmt("scalars i[1]=%" PRId64 " is not a valid scan function (0..%d)", fn,
+				       NEURON_SCAN_COUNT_ - 1));
+		if ((f = dim_of(0)) || (f = same_shape(1)) || (f = dtype_is(0, d(0).dtype != NEURON_DTYPE_BOOL, "any dtype but bool")))
+			return f;
+		if (fn == NEURON_SCAN_LOGSUMEXP && (f = dtype_is(0, is_floating(d(0).dtype), "f32, bf16 or f16")))
+			return f;
+		if (d(0).ndim == 0) {
+			if (d(2).ndim != 0)
+				return bad(who(2) + fmt(": ndim=%u, a 0-d scan starts from a 0-d init", d(2).ndim));
+		} else if ((f = sizes_but_dim(2, 0, 1))) {
+			return f;
+		}
+		return unused_scalars(0x0, 0x3);
+	}
+
+	std::optional<Fault> sort() const
+	{
+		std::optional<Fault> f;
+		if ((f = dim_of(2)) || (f = dtype_is(1, d(1).dtype == NEURON_DTYPE_I64, "i64")) || (f = same_dtype(2)) ||
+		    (f = same_shape(1)) || (f = flag_i1("descending")))
+			return f;
+		const int64_t dim = cmd.iscalars[0];
+		if (d(2).ndim == 0) {
+			if (d(0).ndim != 0)
+				return bad(who(0) + ": a 0-d input sorts into 0-d outputs");
+		} else {
+			const int64_t k = d(0).ndim == d(2).ndim ? d(0).sizes[dim] : 0;
+			if (k > d(2).sizes[dim])
+				return bad(who(0) + fmt(": sizes[%" PRId64 "]=%" PRId64 " (k) exceeds the row length %" PRId64,
+							dim, k, d(2).sizes[dim]));
+			if ((f = sizes_but_dim(0, 2, k)))
+				return f;
+		}
+		return unused_scalars(0x0, 0x3);
+	}
+
+	std::optional<Fault> attention() const
+	{
+		std::optional<Fault> f;
+		const neuron_tensor_desc &o = d(0), &lse = d(1), &q = d(2), &k = d(3), &m = d(5);
+		if ((f = dtype_is(0, is_floating(o.dtype), "f32, bf16 or f16")) ||
+		    (f = dtype_is(1, lse.dtype == NEURON_DTYPE_F32, "f32")) ||
+		    (f = dtype_is(5, m.dtype == NEURON_DTYPE_BOOL || m.dtype == o.dtype, "bool or out's dtype")))
+			return f;
+		for (int i = 2; i < 5; ++i)
+			if ((f = same_dtype(i)))
+				return f;
+		const int n = o.ndim;
+		if (n < 2)
+			return bad(who(0) + fmt(": ndim=%u, attention takes [..., L, Ev] (at least 2 dims)", o.ndim));
+		for (int i = 1; i < 6; ++i) {
+			const int want = i == 1 ? n - 1 : n;
+			if (d(i).ndim != want)
+				return bad(who(i) + fmt(": ndim=%u should be %d", d(i).ndim, want));
+			for (int j = 0; j < n - 2; ++j)
+				if (d(i).sizes[j] != o.sizes[j])
+					return bad(who(i) + fmt(": sizes[%d]=%" PRId64 " does not match out's %" PRId64
+								" (broadcast with stride 0)", j, d(i).sizes[j], o.sizes[j]));
+		}
+		const int64_t L = o.sizes[n - 2], Ev = o.sizes[n - 1], E = q.sizes[n - 1], S = k.sizes[n - 2];
+		const struct {
+			int operand, dim;
+			int64_t want;
+			const char *what;
+		} shape[] = {{1, n - 2, L, "L"}, {2, n - 2, L, "L"}, {3, n - 1, E, "E (q's last dim)"}, {4, n - 2, S, "S (k's rows)"},
+			     {4, n - 1, Ev, "Ev (out's last dim)"}, {5, n - 2, L, "L"}, {5, n - 1, S, "S"}};
+		for (const auto &c : shape)
+			if (d(c.operand).sizes[c.dim] != c.want)
+				return bad(who(c.operand) + fmt(": sizes[%d]=%" PRId64 " should be %" PRId64 " (%s)", c.dim,
+								d(c.operand).sizes[c.dim], c.want, c.what));
+		if (cmd.iscalars[0] & ~int64_t{NEURON_ATTENTION_CAUSAL})
+			return bad(fmt("scalars i[0]=0x%" PRIx64 " has flags other than causal (1)",
+				       static_cast<uint64_t>(cmd.iscalars[0])));
+		if (!std::isfinite(cmd.fscalars.f[0]))
+			return bad(fmt("scalars f[0]=%g (scale) must be finite", cmd.fscalars.f[0]));
+		return unused_scalars(0x1, cmd.iscalars[0] & NEURON_ATTENTION_CAUSAL ? 0x3 : 0x1);
+	}
+
+	// ---- ISA 1.4 linear algebra ----
+
+	// Operand k has the batch dims `lead` of operand 0 and then `tail` (its shape
+	// must be the batch followed by exactly these sizes); dtype check by `kind`:
+	// 'f' floating like the op's matrix dtype, 'i' i32, 'l' i64.
+	std::optional<Fault> batched_shape(int k, int lead, std::initializer_list<int64_t> tail, char kind, uint8_t fdt) const
+	{
+		const neuron_tensor_desc &t = d(k);
+		if (t.ndim != lead + static_cast<int>(tail.size()))
+			return bad(who(k) + fmt(": ndim=%u, expected %d batch dims and %zu more", t.ndim, lead, tail.size()));
+		for (int i = 0; i < lead; ++i)
+			if (t.sizes[i] != d(0).sizes[i])
+				return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " does not match the batch's %" PRId64
+							" (broadcast with stride 0)", i, t.sizes[i], d(0).sizes[i]));
+		int i = lead;
+		for (int64_t want : tail) {
+			if (t.sizes[i] != want)
+				return bad(who(k) + fmt(": sizes[%d]=%" PRId64 " should be %" PRId64, i, t.sizes[i], want));
+			++i;
+		}
+		if (kind == 'i')
+			return dtype_is(k, t.dtype == NEURON_DTYPE_I32, "i32");
+		if (kind == 'l')
+			return dtype_is(k, t.dtype == NEURON_DTYPE_I64, "i64");
+		if (t.dtype != fdt)
+			return bad(who(k) + fmt(": dtype %s must be the matrices' %s (f32, bf16 or f16)", dtype_name(t.dtype),
+						dtype_name(fdt)));
+		return std::nullopt;
+	}
+
+	std::optional<Fault> linalg() const
+	{
+		// The input matrix (PERMUTATION has none: its pivots stand in).
+		int mat = 2;
+		if (cmd.opcode == NEURON_OP_LU || cmd.opcode == NEURON_OP_SVD)
+			mat = 3;
+		else if (cmd.opcode == NEURON_OP_ORGQR || cmd.opcode == NEURON_OP_TRIANGULAR_SOLVE ||
+			 cmd.opcode == NEURON_OP_PERMUTATION)
+			mat = 1;
+		const bool perm = cmd.opcode == NEURON_OP_PERMUTATION;
+		const neuron_tensor_desc &a = d(mat);
+		std::optional<Fault> f;
+		if (!perm) {
+			if ((f = dtype_is(mat, is_floating(a.dtype), "f32, bf16 or f16")))
+				return f;
+			if (a.ndim < 2)
+				return bad(who(mat) + fmt(": ndim=%u, a matrix has 2 dims", a.ndim));
+		}
+		const int lead = perm ? d(0).ndim - 1 : a.ndim - 2;
+		if (lead < 0)
+			return bad(who(0) + ": needs at least one dim");
+		const int64_t M = perm ? 0 : a.sizes[lead], N = perm ? 0 : a.sizes[lead + 1];
+		const int64_t K = std::min(M, N);
+		const uint8_t fdt = a.dtype;
+		unsigned used_i = 0x0;
+		switch (cmd.opcode) {
+		case NEURON_OP_LU:
+			if ((f = batched_shape(0, lead, {M, N}, 'f', fdt)) || (f = batched_shape(1, lead, {K}, 'i', fdt)) ||
+			    (f = batched_shape(2, lead, {}, 'i', fdt)) || (f = batched_shape(3, lead, {M, N}, 'f', fdt)))
+				return f;
+			break;
+		case NEURON_OP_PERMUTATION: {
+			const int64_t m = d(0).sizes[lead], k = d(1).ndim ? d(1).sizes[d(1).ndim - 1] : -1;
+			if ((f = batched_shape(0, lead, {m}, 'l', fdt)) || (f = dtype_is(1, d(1).dtype == NEURON_DTYPE_I32 ||
+										  d(1).dtype == NEURON_DTYPE_I64, "i32 or i64")))
+				return f;
+			if (k < 0 || k > m)
+				return bad(who(1) + fmt(": %" PRId64 " pivots for %" PRId64 " rows", k, m));
+			if ((f = batched_shape(1, lead, {k}, d(1).dtype == NEURON_DTYPE_I32 ? 'i' : 'l', fdt)))
+				return f;
+			break;
+		}
+		case NEURON_OP_CHOLESKY:
+		case NEURON_OP_EIGH:
+			if (M != N)
+				return bad(who(mat) + fmt(": %" PRId64 "x%" PRId64 " is not square", M, N));
+			if (cmd.opcode == NEURON_OP_CHOLESKY
+				    ? ((f = batched_shape(0, lead, {N, N}, 'f', fdt)) || (f = batched_shape(1, lead, {}, 'i', fdt)))
+				    : ((f = batched_shape(0, lead, {N}, 'f', fdt)) || (f = batched_shape(1, lead, {N, N}, 'f', fdt))))
+				return f;
+			if ((f = flag_i1_at(0, "upper")))
+				return f;
+			used_i = 0x1;
+			break;
+		case NEURON_OP_TRIANGULAR_SOLVE: {
+			const int64_t fl = cmd.iscalars[0];
+			if (fl & ~int64_t{15})
+				return bad(fmt("scalars i[0]=0x%" PRIx64 " has flags other than upper, left, unit, transpose",
+					       static_cast<uint64_t>(fl)));
+			if (M != N)
+				return bad(who(1) + fmt(": %" PRId64 "x%" PRId64 " is not square", M, N));
+			const neuron_tensor_desc &x = d(0);
+			if (x.ndim != lead + 2)
+				return bad(who(0) + fmt(": ndim=%u should be %d", x.ndim, lead + 2));
+			const int64_t r = x.sizes[lead], c = x.sizes[lead + 1];
+			if ((fl & NEURON_TRSM_LEFT ? r : c) != N)
+				return bad(who(0) + fmt(": its %s dim is %" PRId64 ", a is %" PRId64 "x%" PRId64,
+							fl & NEURON_TRSM_LEFT ? "row" : "column", fl & NEURON_TRSM_LEFT ? r : c, N, N));
+			if ((f = batched_shape(0, lead, {r, c}, 'f', fdt)) || (f = batched_shape(2, lead, {r, c}, 'f', fdt)))
+				return f;
+			used_i = 0x1;
+			break;
+		}
+		case NEURON_OP_GEQRF:
+			if ((f = batched_shape(0, lead, {M, N}, 'f', fdt)) || (f = batched_shape(1, lead, {K}, 'f', fdt)))
+				return f;
+			break;
+		case NEURON_OP_ORGQR: {
+			const neuron_tensor_desc &q = d(0), &tau = d(2);
+			const int64_t k = tau.ndim ? tau.sizes[tau.ndim - 1] : -1, kq = q.ndim == lead + 2 ? q.sizes[lead + 1] : -1;
+			if (k < 0 || k > N || k > M || kq < k || kq > M)
+				return bad(fmt("orgqr: %" PRId64 " reflectors of %" PRId64 "x%" PRId64 " for %" PRId64
+					       " columns of Q (needs k <= columns <= rows, k <= reflector columns)", k, M, N, kq));
+			if ((f = batched_shape(0, lead, {M, kq}, 'f', fdt)) || (f = batched_shape(2, lead, {k}, 'f', fdt)))
+				return f;
+			break;
+		}
+		case NEURON_OP_SVD: {
+			const neuron_tensor_desc &u = d(0), &vh = d(2);
+			const int64_t ku = u.ndim == lead + 2 ? u.sizes[lead + 1] : -1, kv = vh.ndim == lead + 2 ? vh.sizes[lead] : -1;
+			const bool reduced = ku == K && kv == K, full = ku == M && kv == N;
+			if (!reduced && !full)
+				return bad(fmt("svd: u has %" PRId64 " columns and vh %" PRId64 " rows; expected %" PRId64
+					       " and %" PRId64 " (reduced) or %" PRId64 " and %" PRId64 " (full)", ku, kv, K, K, M, N));
+			if ((f = batched_shape(0, lead, {M, ku}, 'f', fdt)) || (f = batched_shape(1, lead, {K}, 'f', fdt)) ||
+			    (f = batched_shape(2, lead, {kv, N}, 'f', fdt)))
+				return f;
+			break;
+		}
+		default:
+			break;
+		}
+		return unused_scalars(0x0, used_i);
+	}
+
+	std::optional<Fault> flag_i1_at(int i, const char *what) const
+	{
+		if (cmd.iscalars[i] != 0 && cmd.iscalars[i] != 1)
+			return bad(fmt("scalars i[%d]=%" PRId64 " (%s) must be 0 or 1", i, cmd.iscalars[i], what));
+		return std::nullopt;
+	}
+
 	std::optional<Fault> run() const
 	{
 		if (cmd.flags != 0)
@@ -469,6 +787,21 @@ struct Checker : CheckBase {
 			return adam_step();
 		case NEURON_OP_ARG_REDUCE:
 			return arg_reduce();
+		case NEURON_OP_SCAN:
+			return scan();
+		case NEURON_OP_SORT:
+			return sort();
+		case NEURON_OP_ATTENTION:
+			return attention();
+		case NEURON_OP_LU:
+		case NEURON_OP_PERMUTATION:
+		case NEURON_OP_CHOLESKY:
+		case NEURON_OP_TRIANGULAR_SOLVE:
+		case NEURON_OP_GEQRF:
+		case NEURON_OP_ORGQR:
+		case NEURON_OP_EIGH:
+		case NEURON_OP_SVD:
+			return linalg();
 		default:
 			if (cmd.opcode >= kIsa14First)
 				return check_isa14(*this);
@@ -499,7 +832,7 @@ std::optional<Fault> check_semantics(const neuron_cmd &cmd)
 	if (!op)
 		return Fault{NEURON_FAULT_BAD_OPCODE,
 			     semantics::fmt("opcode %u is unknown (this chip implements 1..%d and %d..%d, ISA %d.%d)",
-					    cmd.opcode, NEURON_OP_SCATTER, NEURON_OP_RNG, NEURON_OP_COUNT_ - 1,
+					    cmd.opcode, NEURON_OP_SVD, NEURON_OP_RNG, NEURON_OP_COUNT_ - 1,
 					    NEURON_CMD_ABI_MAJOR, NEURON_CMD_ABI_MINOR)};
 	return semantics::Checker{{cmd, *op}}.run();
 }

@@ -1,5 +1,7 @@
 #include "tiling.h"
 #include "tiling_isa14.h"
+#include "tiling_isa14_compute.h"
+#include "tiling_rules.h"
 
 #include <geometry.h>
 #include <gemm_packs.h>
@@ -28,6 +30,10 @@ bool elementwise(uint16_t op)
 	return kernels::output_may_alias_inputs(static_cast<neuron_opcode>(op)) || op == NEURON_OP_COMPARE ||
 	       op == NEURON_OP_COMPARE_SCALAR;
 }
+
+} // namespace
+
+namespace rules {
 
 void add_split(TilePlan &p, const int (&dims)[NEURON_MAX_OPERANDS], int64_t size, int64_t chunk)
 {
@@ -74,15 +80,21 @@ void add_carry_split(TilePlan &p, const int (&dims)[NEURON_MAX_OPERANDS], int64_
 	}
 }
 
-// The largest dim of the output that `allowed` accepts, or -1.
-template <typename F> int largest_dim(const neuron_tensor_desc &out, F allowed)
+// Offset along split s of tile `index` (the last split varies fastest).
+int64_t split_offset(const TilePlan &plan, uint64_t index, int s)
 {
-	int best = -1;
-	for (int i = 0; i < out.ndim; ++i)
-		if (allowed(i) && out.sizes[i] > 1 && (best < 0 || out.sizes[i] > out.sizes[best]))
-			best = i;
-	return best;
+	for (int k = plan.splits - 1; k > s; --k)
+		index /= static_cast<uint64_t>(plan.split[k].count * plan.split[k].passes());
+	const TileSplit &sp = plan.split[s];
+	return static_cast<int64_t>(index % static_cast<uint64_t>(sp.count * sp.passes()) % static_cast<uint64_t>(sp.count)) *
+	       sp.chunk;
 }
+
+} // namespace rules
+
+namespace {
+
+using namespace rules;
 
 void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool partials)
 {
@@ -345,12 +357,15 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 		neuron_cmd as_add = cmd;
 		as_add.opcode = cmd.opcode == NEURON_OP_INDEX_COPY ? NEURON_OP_INDEX_ADD : NEURON_OP_SCATTER_ADD;
 		plan_indexing(p, as_add, elem_budget);
+	} else {
+		plan_isa14_compute(p, cmd, budget, per); // tiling_isa14_compute.cpp
 	}
 	return p;
 }
 
 void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, OperandViews &views)
 {
+	const uint64_t tile_index = index;
 	for (int s = plan.splits - 1; s >= 0; --s) {
 		const TileSplit &sp = plan.split[s];
 		// A two-pass split runs its chunks twice: index i and i + count are one chunk.
@@ -380,6 +395,7 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 				views[k].data += bytes;
 		}
 	}
+	finish_isa14_tile(plan, tile_index, cmd, views); // tiling_isa14_compute.cpp
 }
 
 uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan)

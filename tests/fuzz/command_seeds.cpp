@@ -103,6 +103,8 @@ int main(int argc, char **argv)
 		c.iscalars[0] = fn;
 		if (fn == NEURON_UNARY_POW)
 			c.fscalars.f[0] = 2.0;
+		if (fn == NEURON_UNARY_ROUND_DECIMALS)
+			c.fscalars.f[0] = 100.0;
 		write(dir, "unary_math" + std::to_string(fn), 0, c);
 	}
 	for (int fn = 0; fn < NEURON_BINARY_COUNT_; ++fn) {
@@ -195,5 +197,67 @@ int main(int argc, char **argv)
 	update.fscalars.f[1] = 0.5;
 	update.iscalars[0] = 2000;
 	write(dir, "amp_update_scale", 0, update);
+	// ISA 1.4 block 36..63: scans, sorting, attention, linear algebra (zero-sized ones too).
+	auto scan = make(NEURON_OP_SCAN, {desc(A, F, {4, 9}), desc(B, F, {4, 9}), desc(B + 4096, F, {4, 1})});
+	scan.iscalars[0] = 1;
+	scan.iscalars[1] = NEURON_SCAN_LOGSUMEXP;
+	write(dir, "scan", 0, scan);
+	auto sort = make(NEURON_OP_SORT, {desc(A, F, {4, 9}), desc(A + 4096, I64, {4, 9}), desc(B, F, {4, 9})});
+	sort.iscalars[0] = 1;
+	write(dir, "sort", 0, sort);
+	auto topk = make(NEURON_OP_SORT, {desc(A, F, {2, 9}), desc(A + 4096, I64, {2, 9}), desc(B, F, {4, 9})});
+	topk.iscalars[1] = 1; // the top 2 of each column, descending
+	write(dir, "topk", 0, topk);
+	auto attn = make(NEURON_OP_ATTENTION, {desc(A, F, {2, 5, 4}), desc(A + 4096, F, {2, 5}), desc(B, F, {2, 5, 8}),
+					       desc(B + 4096, F, {2, 6, 8}), desc(B + 8192, F, {2, 6, 4}),
+					       desc(B + 12288, F, {2, 5, 6})});
+	attn.fscalars.f[0] = 0.35;
+	attn.iscalars[0] = NEURON_ATTENTION_CAUSAL;
+	attn.iscalars[1] = 1;
+	write(dir, "attention", 0, attn);
+	auto amax = scatter;
+	amax.iscalars[1] = NEURON_INDEX_REDUCE_AMAX;
+	write(dir, "scatter_amax", 0, amax);
+	const int I32 = NEURON_DTYPE_I32;
+	write(dir, "lu", 0,
+	      make(NEURON_OP_LU, {desc(A, F, {2, 4, 3}), desc(A + 4096, I32, {2, 3}), desc(A + 8192, I32, {2}),
+				  desc(B, F, {2, 4, 3})}));
+	write(dir, "permutation", 0, make(NEURON_OP_PERMUTATION, {desc(A, I64, {2, 4}), desc(B, I32, {2, 3})}));
+	auto chol = make(NEURON_OP_CHOLESKY, {desc(A, F, {3, 3}), desc(A + 4096, I32, {}), desc(B, F, {3, 3})});
+	chol.iscalars[0] = 1;
+	write(dir, "cholesky", 0, chol);
+	auto trsm = make(NEURON_OP_TRIANGULAR_SOLVE, {desc(A, F, {2, 3, 5}), desc(B, F, {2, 3, 3}), desc(B + 4096, F, {2, 3, 5})});
+	trsm.iscalars[0] = NEURON_TRSM_LEFT | NEURON_TRSM_UPPER;
+	write(dir, "triangular_solve", 0, trsm);
+	write(dir, "geqrf", 0, make(NEURON_OP_GEQRF, {desc(A, F, {5, 3}), desc(A + 4096, F, {3}), desc(B, F, {5, 3})}));
+	write(dir, "orgqr", 0, make(NEURON_OP_ORGQR, {desc(A, F, {5, 3}), desc(B, F, {5, 3}), desc(B + 4096, F, {3})}));
+	write(dir, "eigh", 0, make(NEURON_OP_EIGH, {desc(A, F, {4}), desc(A + 4096, F, {4, 4}), desc(B, F, {4, 4})}));
+	write(dir, "svd", 0,
+	      make(NEURON_OP_SVD, {desc(A, F, {5, 3}), desc(A + 4096, F, {3}), desc(A + 8192, F, {3, 3}),
+				   desc(B, F, {5, 3})}));
+	// Zero-sized dimensions (rows, row length, keys, matrices) walk nothing.
+	auto scan_empty = make(NEURON_OP_SCAN, {desc(A, F, {0, 9}), desc(B, F, {0, 9}), desc(B + 4096, F, {0, 1})});
+	scan_empty.iscalars[0] = 1;
+	write(dir, "scan_empty", 0, scan_empty);
+	auto sort_empty = make(NEURON_OP_SORT, {desc(A, F, {4, 0}), desc(A + 4096, I64, {4, 0}), desc(B, F, {4, 0})});
+	sort_empty.iscalars[0] = 1;
+	write(dir, "sort_empty", 0, sort_empty);
+	auto attn_empty = make(NEURON_OP_ATTENTION, {desc(A, F, {2, 5, 4}), desc(A + 4096, F, {2, 5}),
+						     desc(B, F, {2, 5, 8}), desc(B + 4096, F, {2, 0, 8}),
+						     desc(B + 8192, F, {2, 0, 4}), desc(B + 12288, F, {2, 5, 0})});
+	attn_empty.fscalars.f[0] = 0.35;
+	write(dir, "attention_no_keys", 0, attn_empty);
+	write(dir, "lu_empty", 0,
+	      make(NEURON_OP_LU, {desc(A, F, {0, 3, 3}), desc(A + 4096, I32, {0, 3}), desc(A + 8192, I32, {0}),
+				  desc(B, F, {0, 3, 3})}));
+	// Empty matrices in a non-empty batch: their operands may have no memory at all.
+	write(dir, "lu_empty_rows", 0,
+	      make(NEURON_OP_LU, {desc(A, F, {2, 0, 3}), desc(A + 4096, I32, {2, 0}), desc(A + 8192, I32, {2}),
+				  desc(B, F, {2, 0, 3})}));
+	write(dir, "orgqr_empty_rows", 0,
+	      make(NEURON_OP_ORGQR, {desc(A, F, {2, 0, 0}), desc(B, F, {2, 0, 3}), desc(B + 4096, F, {2, 0})}));
+	write(dir, "svd_empty", 0,
+	      make(NEURON_OP_SVD, {desc(A, F, {2, 0, 0}), desc(A + 4096, F, {2, 0}), desc(A + 8192, F, {2, 0, 3}),
+				   desc(B, F, {2, 0, 3})}));
 	return 0;
 }

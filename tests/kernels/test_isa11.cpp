@@ -38,7 +38,7 @@ Tol tol(int dt) { return dt == NEURON_DTYPE_F32 ? kLoose : tol_for(dt); }
 Test(isa11, unary_math_all_functions)
 {
 	for (int dt : kFloatDtypes)
-		for (int fn = 0; fn < NEURON_UNARY_COUNT_; ++fn)
+		for (int fn = 0; fn < NEURON_UNARY_SIN; ++fn) // the ISA 1.1 functions (1.4's: test_isa14.cpp)
 			for (bool strided : {false, true}) {
 				const Tensor base = Tensor::make(dt, {6, 9});
 				const Tensor in = strided ? base.transpose(0, 1) : base;
@@ -65,7 +65,7 @@ Test(isa11, unary_math_all_functions)
 
 Test(isa11, binary_math_broadcast)
 {
-	for (int fn = 0; fn < NEURON_BINARY_COUNT_; ++fn) {
+	for (int fn = 0; fn < NEURON_BINARY_ATAN2; ++fn) { // the ISA 1.1 functions
 		const int dt = NEURON_DTYPE_F32;
 		const Tensor a = Tensor::make(dt, {4, 5});
 		const Tensor b = Tensor::make(dt, {1, 5}).expand(0, 4); // stride-0 broadcast

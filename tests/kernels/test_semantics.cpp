@@ -101,7 +101,7 @@ Test(semantics, valid_commands_pass)
 
 Test(semantics, bad_opcode)
 {
-	for (uint16_t op : {uint16_t{0}, uint16_t{NEURON_OP_COUNT_}, uint16_t{100}, uint16_t{65535}}) {
+	for (uint16_t op : {uint16_t{0}, uint16_t{NEURON_OP_SVD + 1}, uint16_t{63}, uint16_t{NEURON_OP_COUNT_}, uint16_t{100}, uint16_t{65535}}) {
 		auto c = add_cmd();
 		c.opcode = op;
 		bad(c, NEURON_FAULT_BAD_OPCODE, "opcode", "bad opcode");

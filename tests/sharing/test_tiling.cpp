@@ -1031,3 +1031,190 @@ Test(tiling, isa14_random_ops_are_tiled_along_positions_and_exact, .fini = down,
 		kept += m;
 	cr_assert(kept > tiled.mask.size() / 3 && kept < 2 * tiled.mask.size() / 3, "dropout kept %zu", kept);
 }
+
+// ISA 1.4 with the smallest tiles: a scan row longer than a tile is an ordered
+// chain whose later tiles start from the last element the tile before wrote (f32
+// and exact i64 sums, a max, along a strided dim too); a sort is cut into blocks
+// of whole rows; attention into batch and row blocks, the causal diagonal moving
+// with each block's first row. All against host references in double.
+Test(tiling, isa14_scan_sort_attention_linalg_tiles_are_exact, .fini = down, .timeout = 120)
+{
+	start_daemon({"--tile-elements", "256", "--tile-macs", "4096"});
+	Tenant t;
+	t.open("isa14", NEURON_TENANT_TRAINING, 1);
+	{ // cumsum / cummax of [3, 1000] along dim 1 (4 chunks a row), then as [1000, 3] along dim 0
+		const int64_t R = 3, L = 1000;
+		const auto x = ramp(size_t(R * L), 7, 41);
+		const std::vector<float> zero = {0.0f}, ninf = {-INFINITY};
+		const uint64_t dx = put(t, x), dy = t.alloc(uint64_t(R * L * 4)), dz = put(t, zero), dn = put(t, ninf);
+		for (int fn : {NEURON_SCAN_SUM, NEURON_SCAN_MAX})
+			for (int along : {1, 0}) {
+				neuron_cmd c;
+				neuron_cmd_init(&c, NEURON_OP_SCAN, 3);
+				const std::vector<int64_t> shape = along ? std::vector<int64_t>{R, L} : std::vector<int64_t>{L, R};
+				c.operands[0] = desc(dy, NEURON_DTYPE_F32, shape);
+				c.operands[1] = desc(dx, NEURON_DTYPE_F32, shape);
+				std::vector<int64_t> ishape = shape;
+				ishape[size_t(along)] = 1;
+				c.operands[2] = neuron_desc_contiguous(fn == NEURON_SCAN_SUM ? dz : dn, NEURON_DTYPE_F32, 2, ishape.data());
+				c.operands[2].strides[0] = c.operands[2].strides[1] = 0; // one element broadcast
+				c.iscalars[0] = along;
+				c.iscalars[1] = fn;
+				run_tiled(t, c, 2 * R, "scan");
+				std::vector<double> ref(x.size());
+				for (int64_t r = 0; r < R; ++r) {
+					double acc = fn == NEURON_SCAN_SUM ? 0 : -INFINITY;
+					for (int64_t j = 0; j < L; ++j) {
+						const size_t at = along ? size_t(r * L + j) : size_t(j * R + r);
+						acc = fn == NEURON_SCAN_SUM ? acc + x[at] : std::max(acc, double(x[at]));
+						ref[at] = acc;
+					}
+				}
+				expect_close(get<float>(t, dy, ref.size()), ref, 1e-5, "scan");
+			}
+		// int64 sums are exact across tiles
+		std::vector<int64_t> xi(static_cast<size_t>(L));
+		for (int64_t j = 0; j < L; ++j)
+			xi[size_t(j)] = (int64_t{1} << 40) + j * 977;
+		const std::vector<int64_t> izero = {0};
+		const uint64_t dxi = put(t, xi), dyi = t.alloc(uint64_t(L * 8)), diz = put(t, izero);
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_SCAN, 3);
+		c.operands[0] = desc(dyi, NEURON_DTYPE_I64, {L});
+		c.operands[1] = desc(dxi, NEURON_DTYPE_I64, {L});
+		c.operands[2] = desc(diz, NEURON_DTYPE_I64, {1});
+		run_tiled(t, c, 3, "i64 scan");
+		const auto got = get<int64_t>(t, dyi, size_t(L));
+		int64_t acc = 0;
+		for (int64_t j = 0; j < L; ++j) {
+			acc += xi[size_t(j)];
+			cr_assert_eq(got[size_t(j)], acc, "i64 cumsum[%lld]", (long long)j);
+		}
+	}
+	{ // sort [64, 50] descending along dim 1, and its top-3
+		const int64_t R = 64, L = 50;
+		const auto x = ramp(size_t(R * L), 13, 53);
+		const uint64_t dx = put(t, x), dv = t.alloc(uint64_t(R * L * 4)), di = t.alloc(uint64_t(R * L * 8));
+		for (int64_t k : {L, int64_t{3}}) {
+			neuron_cmd c;
+			neuron_cmd_init(&c, NEURON_OP_SORT, 3);
+			c.operands[0] = desc(dv, NEURON_DTYPE_F32, {R, k});
+			c.operands[1] = desc(di, NEURON_DTYPE_I64, {R, k});
+			c.operands[2] = desc(dx, NEURON_DTYPE_F32, {R, L});
+			c.iscalars[0] = 1;
+			c.iscalars[1] = 1;
+			run_tiled(t, c, 4, "sort");
+			const auto vals = get<float>(t, dv, size_t(R * k));
+			const auto idx = get<int64_t>(t, di, size_t(R * k));
+			for (int64_t r = 0; r < R; ++r) {
+				std::vector<int64_t> order(static_cast<size_t>(L));
+				for (int64_t j = 0; j < L; ++j)
+					order[size_t(j)] = j;
+				std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+					return x[size_t(r * L + a)] > x[size_t(r * L + b)];
+				});
+				for (int64_t j = 0; j < k; ++j) {
+					cr_assert_eq(idx[size_t(r * k + j)], order[size_t(j)], "sort index [%lld, %lld]", (long long)r,
+						     (long long)j);
+					cr_assert_eq(vals[size_t(r * k + j)], x[size_t(r * L + order[size_t(j)])]);
+				}
+			}
+		}
+	}
+	{ // causal attention [2, 3, 40, 8] with keys [2, 3, 40, 8]: many blocks of rows
+		const int64_t B = 2, H = 3, L = 40, E = 8;
+		const auto q = ramp(size_t(B * H * L * E), 7, 17), k = ramp(size_t(B * H * L * E), 5, 19),
+			   v = ramp(size_t(B * H * L * E), 3, 23);
+		const std::vector<float> zero = {0.0f};
+		const uint64_t dq = put(t, q), dk = put(t, k), dv = put(t, v), dm = put(t, zero);
+		const uint64_t dout = t.alloc(uint64_t(B * H * L * E * 4)), dlse = t.alloc(uint64_t(B * H * L * 4));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_ATTENTION, 6);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, {B, H, L, E});
+		c.operands[1] = desc(dlse, NEURON_DTYPE_F32, {B, H, L});
+		c.operands[2] = desc(dq, NEURON_DTYPE_F32, {B, H, L, E});
+		c.operands[3] = desc(dk, NEURON_DTYPE_F32, {B, H, L, E});
+		c.operands[4] = desc(dv, NEURON_DTYPE_F32, {B, H, L, E});
+		c.operands[5] = desc(dm, NEURON_DTYPE_F32, {B, H, L, L});
+		for (int i = 0; i < 4; ++i)
+			c.operands[5].strides[i] = 0;
+		const double scale = 0.3;
+		c.fscalars.f[0] = scale;
+		c.iscalars[0] = NEURON_ATTENTION_CAUSAL;
+		run_tiled(t, c, 8, "attention");
+		const auto out = get<float>(t, dout, size_t(B * H * L * E));
+		std::vector<double> ref(out.size());
+		for (int64_t bh = 0; bh < B * H; ++bh)
+			for (int64_t i = 0; i < L; ++i) {
+				std::vector<double> s(size_t(i + 1));
+				double m = -INFINITY, sum = 0;
+				for (int64_t j = 0; j <= i; ++j) {
+					double dot = 0;
+					for (int64_t e = 0; e < E; ++e)
+						dot += double(q[size_t((bh * L + i) * E + e)]) * k[size_t((bh * L + j) * E + e)];
+					s[size_t(j)] = scale * dot;
+					m = std::max(m, s[size_t(j)]);
+				}
+				for (int64_t j = 0; j <= i; ++j)
+					sum += std::exp(s[size_t(j)] - m);
+				for (int64_t e = 0; e < E; ++e) {
+					double acc = 0;
+					for (int64_t j = 0; j <= i; ++j)
+						acc += std::exp(s[size_t(j)] - m) / sum * v[size_t((bh * L + j) * E + e)];
+					ref[size_t((bh * L + i) * E + e)] = acc;
+				}
+			}
+		expect_close(out, ref, 1e-4, "attention");
+	}
+	{ // Cholesky of 12 SPD 16x16 matrices, then L^-1 b: blocks of whole matrices
+		const int64_t Bn = 12, N = 16, K = 3;
+		std::vector<float> a(size_t(Bn * N * N));
+		const auto g = ramp(size_t(Bn * N * N), 7, 29), b = ramp(size_t(Bn * N * K), 5, 31);
+		for (int64_t m = 0; m < Bn; ++m) // a = g g^T + N I
+			for (int64_t i = 0; i < N; ++i)
+				for (int64_t j = 0; j < N; ++j) {
+					double acc = i == j ? double(N) : 0.0;
+					for (int64_t e = 0; e < N; ++e)
+						acc += double(g[size_t((m * N + i) * N + e)]) * g[size_t((m * N + j) * N + e)];
+					a[size_t((m * N + i) * N + j)] = float(acc);
+				}
+		const uint64_t da = put(t, a), db = put(t, b), dl = t.alloc(uint64_t(Bn * N * N * 4)),
+			       dinfo = t.alloc(uint64_t(Bn * 4)), dx = t.alloc(uint64_t(Bn * N * K * 4));
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_CHOLESKY, 3);
+		c.operands[0] = desc(dl, NEURON_DTYPE_F32, {Bn, N, N});
+		c.operands[1] = desc(dinfo, NEURON_DTYPE_I32, {Bn});
+		c.operands[2] = desc(da, NEURON_DTYPE_F32, {Bn, N, N});
+		run_tiled(t, c, 3, "cholesky");
+		neuron_cmd_init(&c, NEURON_OP_TRIANGULAR_SOLVE, 3);
+		c.operands[0] = desc(dx, NEURON_DTYPE_F32, {Bn, N, K});
+		c.operands[1] = desc(dl, NEURON_DTYPE_F32, {Bn, N, N});
+		c.operands[2] = desc(db, NEURON_DTYPE_F32, {Bn, N, K});
+		c.iscalars[0] = NEURON_TRSM_LEFT;
+		run_tiled(t, c, 2, "triangular solve");
+		const auto l = get<float>(t, dl, a.size());
+		const auto info = get<int32_t>(t, dinfo, size_t(Bn));
+		const auto x = get<float>(t, dx, b.size());
+		std::vector<double> lt(a.size()), bx(b.size());
+		for (int64_t m = 0; m < Bn; ++m) {
+			cr_assert_eq(info[size_t(m)], 0);
+			for (int64_t i = 0; i < N; ++i)
+				for (int64_t j = 0; j < N; ++j) {
+					double acc = 0; // (L L^T)[i, j]
+					for (int64_t e = 0; e < N; ++e)
+						acc += double(l[size_t((m * N + i) * N + e)]) * l[size_t((m * N + j) * N + e)];
+					lt[size_t((m * N + i) * N + j)] = acc;
+				}
+			for (int64_t i = 0; i < N; ++i)
+				for (int64_t k = 0; k < K; ++k) {
+					double acc = 0; // (L x)[i, k]
+					for (int64_t e = 0; e <= i; ++e)
+						acc += double(l[size_t((m * N + i) * N + e)]) * x[size_t((m * N + e) * K + k)];
+					bx[size_t((m * N + i) * K + k)] = acc;
+				}
+		}
+		expect_close(a, lt, 1e-4, "L L^T");
+		expect_close(b, bx, 1e-4, "L x");
+	}
+	t.close();
+}

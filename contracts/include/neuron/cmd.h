@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulated NeuronCore's command format ("ISA"), version 1.
+ * The simulated NeuronCore's command format ("ISA"), version 1.4.
  *
  * Shared by neurond (which validates and executes commands) and libneuron (whose
  * tenants encode them). Everything here is plain C so the public C API can expose it.
@@ -178,6 +178,89 @@ enum neuron_opcode {
 	NEURON_OP_INDEX_COPY = 34,
 	NEURON_OP_SCATTER = 35,
 
+	/* ==== ISA 1.4, block 36..63: scans, sorting, fused attention ==== */
+	/*
+	 * SCAN (out, in, init): the inclusive scan along dim i[0] with the function
+	 * i[1] (enum neuron_scan_fn), starting from init:
+	 *   out[.., j, ..] = init[.., 0, ..] (op) in[.., 0, ..] (op) ... (op) in[.., j, ..]
+	 * out and in have one shape; init has it too except size 1 along the dim (the
+	 * value each row starts from; broadcast it with stride 0: a zero for SUM, one
+	 * for PROD, -inf for MAX/LOGSUMEXP, +inf for MIN). out is any dtype but bool
+	 * (LOGSUMEXP: floating); in and init any dtype. Floating scans accumulate in
+	 * double, integer ones in int64 (wrapping as PyTorch's do). MAX/MIN propagate
+	 * NaN. (cumsum, cumprod, cummax/cummin values, logcumsumexp.)
+	 */
+	NEURON_OP_SCAN = 36,
+	/*
+	 * SORT (values, indices, in): each row of in along dim i[0], sorted ascending
+	 * (i[1] = 0) or descending (i[1] = 1); values and indices (i64, the positions
+	 * in the row) receive the first k entries, k = their size along the dim
+	 * (k <= the row's length; k = length is a full sort, k < length a top-k).
+	 * values and indices have in's shape except along the dim. The sort is stable
+	 * (equal elements keep their order); NaN sorts above every number, as in
+	 * PyTorch. values has in's dtype (any but bool is compared as double; bool as
+	 * 0/1). A row is sorted whole: tiles split the rows, never one row.
+	 */
+	NEURON_OP_SORT = 37,
+	/*
+	 * ATTENTION (out, lse, q, k, v, mask): fused scaled dot-product attention.
+	 *   q [..., L, E], k [..., S, E], v [..., S, Ev], out [..., L, Ev], lse [..., L]
+	 *   mask [..., L, S]; the leading dims ("...", 0 to 6 of them) are out's and
+	 *   every operand has them (broadcast with stride 0, e.g. one key head shared
+	 *   by a group of query heads).
+	 *   s = f[0] * q @ k^T + mask (bool mask: false = -inf); with i[0] bit 0
+	 *   (causal), also -inf where key j > row i + i[1].
+	 *   out = softmax(s) @ v; lse = logsumexp(s) per row (f32; -inf for a row
+	 *   that sees no key, whose out is 0, as PyTorch's math path).
+	 * q, k, v, out and a floating mask share one floating dtype (the math runs in
+	 * f32 with one pass over the keys, the online softmax of flash attention);
+	 * lse is f32; mask may be bool. Without a mask, pass one zero element
+	 * broadcast with stride 0. f[0] is finite.
+	 */
+	NEURON_OP_ATTENTION = 38,
+	/*
+	 * Dense linear algebra on batches of matrices (LAPACK's algorithms in f32; the
+	 * leading dims "..." are a batch, every operand has them, inputs may broadcast
+	 * them with stride 0; each matrix of a tile is factored whole). a is read only.
+	 * Operands are floating (one dtype) unless named i32 / i64.
+	 * LU (lu, pivots, info, a): a [..., M, N] = P L U with partial pivoting; lu
+	 *   holds L (unit diagonal, below) and U; pivots i32 [..., min(M, N)] the
+	 *   1-based row swapped with each row in turn; info i32 [...] is 0, or the
+	 *   1-based index of the first zero on U's diagonal (the matrix is singular).
+	 * PERMUTATION (perm, pivots): perm i64 [..., M] is the row order those swaps
+	 *   make of 0..M-1 (a[perm] = L U); pivots as LU's (each in [1, M]).
+	 * CHOLESKY (l, info, a): a [..., N, N] symmetric positive definite, only its
+	 *   lower (i[0] = 0; or upper, i[0] = 1) triangle read; l the factor L
+	 *   (A = L L^T; upper: U, A = U^T U), the other triangle zero; info i32 [...]
+	 *   0, or the order of the first leading minor that is not positive definite.
+	 * TRIANGULAR_SOLVE (x, a, b): i[0] flags NEURON_TRSM_*: x = op(a)^-1 b (LEFT)
+	 *   or b op(a)^-1, a [..., N, N] triangular (UPPER or lower; UNIT: its
+	 *   diagonal taken as ones), op(a) = a^T with TRANSPOSE; b and x [..., N, K]
+	 *   (left) or [..., K, N].
+	 * GEQRF (packed, tau, a): the Householder QR of a [..., M, N]: packed
+	 *   [..., M, N] holds R on and above the diagonal and the reflectors below,
+	 *   tau [..., min(M, N)] their scales (LAPACK's geqrf).
+	 * ORGQR (q, packed, tau): the first K columns of Q = H(1) ... H(k) for packed
+	 *   [..., M, N] and tau [..., k], k <= N; q [..., M, K], k <= K <= M.
+	 * EIGH (w, v, a): eigenvalues w [..., N] ascending and orthonormal
+	 *   eigenvectors v [..., N, N] (columns) of the symmetric a (lower triangle read,
+	 *   or upper with i[0] = 1).
+	 * SVD (u, s, vh, a): a [..., M, N] = u diag(s) vh, s [..., K] descending,
+	 *   K = min(M, N); u [..., M, K] and vh [..., K, N] (reduced) or u [..., M, M]
+	 *   and vh [..., N, N] (full).
+	 * A matrix that makes LAPACK fail to converge (EIGH, SVD) faults the command.
+	 */
+	NEURON_OP_LU = 39,
+	NEURON_OP_PERMUTATION = 40,
+	NEURON_OP_CHOLESKY = 41,
+	NEURON_OP_TRIANGULAR_SOLVE = 42,
+	NEURON_OP_GEQRF = 43,
+	NEURON_OP_ORGQR = 44,
+	NEURON_OP_EIGH = 45,
+	NEURON_OP_SVD = 46,
+	/* 47..63: reserved for this block (unknown opcodes until defined). */
+	/* ==== end of ISA 1.4 block 36..63 ==== */
+
 	/* ==== ISA 1.4, block 64..71: device RNG, timestamps, AMP grad scaling ==== */
 	/*
 	 * Random numbers come from Philox4x32-10 (Salmon et al., "Parallel random
@@ -282,6 +365,40 @@ enum neuron_rng_dist {
 	NEURON_RNG_DIST_COUNT_ = 4,
 };
 
+/* Functions of NEURON_OP_SCAN (i[1]). */
+enum neuron_scan_fn {
+	NEURON_SCAN_SUM = 0,
+	NEURON_SCAN_PROD = 1,
+	NEURON_SCAN_MAX = 2,
+	NEURON_SCAN_MIN = 3,
+	NEURON_SCAN_LOGSUMEXP = 4,
+	NEURON_SCAN_COUNT_ = 5,
+};
+
+/* Flags of NEURON_OP_ATTENTION (i[0]). */
+#define NEURON_ATTENTION_CAUSAL 1
+
+/* Flags of NEURON_OP_TRIANGULAR_SOLVE (i[0]). */
+enum neuron_trsm_flags {
+	NEURON_TRSM_UPPER = 1,
+	NEURON_TRSM_LEFT = 2,
+	NEURON_TRSM_UNIT = 4,
+	NEURON_TRSM_TRANSPOSE = 8,
+};
+
+/*
+ * ISA 1.4: i[1] of INDEX_ADD and SCATTER_ADD chooses how src combines into out
+ * (0, SUM, is the ISA 1.1 add); AMAX/AMIN propagate NaN. Integer outputs combine
+ * in double, as the adds do.
+ */
+enum neuron_index_reduce {
+	NEURON_INDEX_REDUCE_SUM = 0,
+	NEURON_INDEX_REDUCE_PROD = 1,
+	NEURON_INDEX_REDUCE_AMAX = 2,
+	NEURON_INDEX_REDUCE_AMIN = 3,
+	NEURON_INDEX_REDUCE_COUNT_ = 4,
+};
+
 /* i[1] of NEURON_OP_SUM / MEAN / AMAX (ISA 1.3). */
 #define NEURON_REDUCE_ACCUMULATE 1
 
@@ -303,7 +420,74 @@ enum neuron_unary_fn {
 	NEURON_UNARY_POW = 7,
 	NEURON_UNARY_CLAMP = 8,
 	NEURON_UNARY_NEG = 9,
-	NEURON_UNARY_COUNT_ = 10,
+	/* ISA 1.4. ROUND is half-to-even (torch.round); SIGN gives 0 for NaN and
+	 * +-0 (torch.sign). Scalars: LEAKY_RELU f[0] the negative slope;
+	 * SOFTPLUS f[0] beta, f[1] threshold (x * beta above it is returned as x);
+	 * ELU f[0] alpha, f[1] scale, f[2] input scale (scale * (x > 0 ? x :
+	 * alpha * (exp(x * input_scale) - 1)); selu and celu are ELUs); LOGIT
+	 * clamps x to [f[0], 1 - f[0]] first if i[1] = 1; ROUND_DECIMALS with
+	 * f[0] = 10^|decimals| rounds x * f[0] half-to-even and divides by f[0], or
+	 * (i[1] = 1, negative decimals) rounds x / f[0] and multiplies by f[0]. */
+	NEURON_UNARY_SIN = 10,
+	NEURON_UNARY_COS = 11,
+	NEURON_UNARY_TAN = 12,
+	NEURON_UNARY_ASIN = 13,
+	NEURON_UNARY_ACOS = 14,
+	NEURON_UNARY_ATAN = 15,
+	NEURON_UNARY_SINH = 16,
+	NEURON_UNARY_COSH = 17,
+	NEURON_UNARY_ASINH = 18,
+	NEURON_UNARY_ACOSH = 19,
+	NEURON_UNARY_ATANH = 20,
+	NEURON_UNARY_LOG1P = 21,
+	NEURON_UNARY_EXPM1 = 22,
+	NEURON_UNARY_LOG2 = 23,
+	NEURON_UNARY_LOG10 = 24,
+	NEURON_UNARY_EXP2 = 25,
+	NEURON_UNARY_FLOOR = 26,
+	NEURON_UNARY_CEIL = 27,
+	NEURON_UNARY_ROUND = 28,
+	NEURON_UNARY_TRUNC = 29,
+	NEURON_UNARY_FRAC = 30,
+	NEURON_UNARY_SIGN = 31,
+	NEURON_UNARY_LGAMMA = 32,
+	NEURON_UNARY_DIGAMMA = 33,
+	NEURON_UNARY_ERFC = 34,
+	NEURON_UNARY_ERFINV = 35,
+	NEURON_UNARY_LEAKY_RELU = 36,
+	NEURON_UNARY_SOFTPLUS = 37,
+	NEURON_UNARY_ELU = 38,
+	NEURON_UNARY_HARDSIGMOID = 39,
+	NEURON_UNARY_HARDSWISH = 40,
+	NEURON_UNARY_MISH = 41,
+	NEURON_UNARY_LOGIT = 42,
+	NEURON_UNARY_I0 = 43,
+	NEURON_UNARY_ROUND_DECIMALS = 44,
+	NEURON_UNARY_SINC = 45,
+	/* Special functions (torch.special; Bessel functions of the first / second
+	 * kind, modified, exponentially scaled; the normal distribution's CDF, its log
+	 * and inverse; Airy Ai; entr = -x ln x). POLYGAMMA takes n in f[0] (an integer
+	 * in [0, 1e6]). */
+	NEURON_UNARY_BESSEL_J0 = 46,
+	NEURON_UNARY_BESSEL_J1 = 47,
+	NEURON_UNARY_BESSEL_Y0 = 48,
+	NEURON_UNARY_BESSEL_Y1 = 49,
+	NEURON_UNARY_MODIFIED_BESSEL_I1 = 50,
+	NEURON_UNARY_MODIFIED_BESSEL_K0 = 51,
+	NEURON_UNARY_MODIFIED_BESSEL_K1 = 52,
+	NEURON_UNARY_SCALED_MODIFIED_BESSEL_K0 = 53,
+	NEURON_UNARY_SCALED_MODIFIED_BESSEL_K1 = 54,
+	NEURON_UNARY_SPHERICAL_BESSEL_J0 = 55,
+	NEURON_UNARY_AIRY_AI = 56,
+	NEURON_UNARY_ENTR = 57,
+	NEURON_UNARY_ERFCX = 58,
+	NEURON_UNARY_I0E = 59,
+	NEURON_UNARY_I1E = 60,
+	NEURON_UNARY_NDTR = 61,
+	NEURON_UNARY_LOG_NDTR = 62,
+	NEURON_UNARY_NDTRI = 63,
+	NEURON_UNARY_POLYGAMMA = 64,
+	NEURON_UNARY_COUNT_ = 65,
 };
 
 /* Functions of NEURON_OP_BINARY_MATH (i[0]). */
@@ -313,7 +497,53 @@ enum neuron_binary_fn {
 	NEURON_BINARY_POW = 2,
 	NEURON_BINARY_GELU_BACKWARD = 3,
 	NEURON_BINARY_THRESHOLD_BACKWARD = 4,
-	NEURON_BINARY_COUNT_ = 5,
+	/* ISA 1.4: out = f(a, b), floating, PyTorch's definitions (REMAINDER takes
+	 * the divisor's sign, FMOD the dividend's; FLOOR_DIVIDE rounds the quotient
+	 * down, these three also for integer outputs, exactly in int64, where a zero
+	 * divisor faults the command; XLOGY is 0 where a is 0 unless b is NaN). The backward functions take
+	 * a = the incoming gradient and b = the forward input x (ELU: the forward
+	 * output when i[1] = 1), and the forward op's scalars: LEAKY_RELU f[0];
+	 * SOFTPLUS f[0], f[1]; ELU f[0..2]; HARDTANH f[0] min, f[1] max (gradient
+	 * passes strictly inside); LOGIT f[0] eps if i[1] = 1 (zero outside). */
+	NEURON_BINARY_ATAN2 = 5,
+	NEURON_BINARY_FMOD = 6,
+	NEURON_BINARY_REMAINDER = 7,
+	NEURON_BINARY_HYPOT = 8,
+	NEURON_BINARY_COPYSIGN = 9,
+	NEURON_BINARY_LOGADDEXP = 10,
+	NEURON_BINARY_XLOGY = 11,
+	NEURON_BINARY_NEXTAFTER = 12,
+	NEURON_BINARY_FLOOR_DIVIDE = 13,
+	NEURON_BINARY_LOGADDEXP2 = 14,
+	NEURON_BINARY_LEAKY_RELU_BACKWARD = 15,
+	NEURON_BINARY_SOFTPLUS_BACKWARD = 16,
+	NEURON_BINARY_ELU_BACKWARD = 17,
+	NEURON_BINARY_HARDTANH_BACKWARD = 18,
+	NEURON_BINARY_HARDSIGMOID_BACKWARD = 19,
+	NEURON_BINARY_HARDSWISH_BACKWARD = 20,
+	NEURON_BINARY_MISH_BACKWARD = 21,
+	NEURON_BINARY_LOGIT_BACKWARD = 22,
+	/* Special functions of two tensors: x log1p(y); the Hurwitz zeta(x, q); the
+	 * regularized incomplete gamma functions P(a, x) and Q(a, x); and the
+	 * orthogonal polynomials of degree n = (int64) b at x = a (negative n gives 0),
+	 * each as torch.special defines it. */
+	NEURON_BINARY_XLOG1PY = 23,
+	NEURON_BINARY_ZETA = 24,
+	NEURON_BINARY_IGAMMA = 25,
+	NEURON_BINARY_IGAMMAC = 26,
+	NEURON_BINARY_CHEBYSHEV_T = 27,
+	NEURON_BINARY_CHEBYSHEV_U = 28,
+	NEURON_BINARY_CHEBYSHEV_V = 29,
+	NEURON_BINARY_CHEBYSHEV_W = 30,
+	NEURON_BINARY_SHIFTED_CHEBYSHEV_T = 31,
+	NEURON_BINARY_SHIFTED_CHEBYSHEV_U = 32,
+	NEURON_BINARY_SHIFTED_CHEBYSHEV_V = 33,
+	NEURON_BINARY_SHIFTED_CHEBYSHEV_W = 34,
+	NEURON_BINARY_HERMITE_H = 35,
+	NEURON_BINARY_HERMITE_HE = 36,
+	NEURON_BINARY_LAGUERRE_L = 37,
+	NEURON_BINARY_LEGENDRE_P = 38,
+	NEURON_BINARY_COUNT_ = 39,
 };
 
 /* Comparisons of NEURON_OP_COMPARE / COMPARE_SCALAR (i[0]). */

@@ -166,7 +166,7 @@ void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask
 	submit(out_keep, cmd);
 }
 
-void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0, double p1, int64_t flags)
+void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0, double p1, int64_t flags, double p2)
 {
 	if (out.numel() == 0)
 		return;
@@ -178,6 +178,24 @@ void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0, double p1,
 	cmd.iscalars[1] = flags;
 	cmd.fscalars.f[0] = p0;
 	cmd.fscalars.f[1] = p1;
+	cmd.fscalars.f[2] = p2;
+	submit(out, cmd);
+}
+
+void bmath_cmd(const Tensor &out, const Tensor &a, const Tensor &b, int fn, int64_t i1, double f0, double f1, double f2)
+{
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_BINARY_MATH, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
+	cmd.operands[2] = desc(safe_input(b, out).expand(out.sizes()));
+	cmd.iscalars[0] = fn;
+	cmd.iscalars[1] = i1;
+	cmd.fscalars.f[0] = f0;
+	cmd.fscalars.f[1] = f1;
+	cmd.fscalars.f[2] = f2;
 	submit(out, cmd);
 }
 
@@ -218,7 +236,7 @@ void copy_cast_into(const Tensor &dst, const Tensor &src)
 	submit(dst, cmd);
 }
 
-void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src)
+void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src, int64_t reduce)
 {
 	if (src.numel() == 0 || ix.numel() == 0)
 		return;
@@ -228,6 +246,7 @@ void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, c
 	cmd.operands[1] = desc(ix);
 	cmd.operands[2] = desc(src);
 	cmd.iscalars[0] = dim;
+	cmd.iscalars[1] = reduce;
 	submit(out, cmd);
 }
 
@@ -264,6 +283,27 @@ void cmp_scalar_cmd(const Tensor &out, const Tensor &a, int fn, double v)
 	cmd.operands[1] = desc(a.expand(out.sizes()));
 	cmd.iscalars[0] = fn;
 	cmd.fscalars.f[0] = v;
+	submit(out, cmd);
+}
+
+void matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, double alpha, double beta)
+{
+	if (out.numel() == 0)
+		return;
+	if (a.size(-1) == 0) {
+		if (beta == 0)
+			fill_cmd(out, 0);
+		else if (beta != 1)
+			scalar_op(NEURON_OP_MUL_SCALAR, out, out, beta);
+		return;
+	}
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_MATMUL, 3);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(a, out));
+	cmd.operands[2] = desc(safe_input(b, out));
+	cmd.fscalars.f[0] = alpha;
+	cmd.fscalars.f[1] = beta;
 	submit(out, cmd);
 }
 

@@ -6,6 +6,7 @@
 
 #include "encode.h"
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -34,8 +35,13 @@ int64_t dim_mask(const Tensor &self, at::OptionalIntArrayRef dims);
 std::vector<int64_t> keep_shape(const Tensor &self, int64_t mask);
 std::vector<int64_t> drop_shape(const Tensor &self, int64_t mask);
 void reduce_cmd(int op, const Tensor &out_keep, const Tensor &self, int64_t mask);
-// out = f(in) by UNARY_MATH (fn: enum neuron_unary_fn; p0/p1/flags as cmd.h says).
-void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0 = 0, double p1 = 0, int64_t flags = 0);
+// out = f(in) by UNARY_MATH (fn: enum neuron_unary_fn; p0/p1/p2 = f[0..2], flags = i[1]).
+void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0 = 0, double p1 = 0, int64_t flags = 0,
+	      double p2 = 0);
+// out = f(a, b) by BINARY_MATH (fn: enum neuron_binary_fn; i1 = i[1], f0..f2 = f[0..2]);
+// a and b broadcast to out's shape.
+void bmath_cmd(const Tensor &out, const Tensor &a, const Tensor &b, int fn, int64_t i1 = 0, double f0 = 0, double f1 = 0,
+	       double f2 = 0);
 // out = cond ? a : b (cond bool; a, b of out's dtype), one WHERE command.
 void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b);
 // An index tensor the chip's indexing ops take (i32/i64 on the device).
@@ -47,15 +53,22 @@ void index_select_cmd(const Tensor &out, const Tensor &in, int64_t dim, const Te
 // out.index_add_(dim, ix, src) / out.index_copy_(dim, ix, src): one INDEX_ADD / INDEX_COPY.
 // One of the chip's indexed writes into out (operands out, index, src; dim i[0]):
 // INDEX_ADD, INDEX_COPY, SCATTER_ADD or SCATTER. Nothing is sent for an empty write.
-void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
+// reduce: INDEX_ADD / SCATTER_ADD's combining function (enum neuron_index_reduce).
+void index_write_cmd(int op, const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src, int64_t reduce = 0);
 void index_add_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
 void index_copy_cmd(const Tensor &out, int64_t dim, const Tensor &ix, const Tensor &src);
 // out (bool) = a (cmp) v, one COMPARE_SCALAR.
 void cmp_scalar_cmd(const Tensor &out, const Tensor &a, int fn, double v);
+// nonzero of a device tensor on the device ([count, ndim] i64; the count is read
+// to the host, the one sync a data-dependent shape needs). ops_index_reduce.cpp.
+Tensor device_nonzero(const Tensor &self);
 // t itself if on a neuron device, else a copy on like's device.
 Tensor on_device(const Tensor &t, const Tensor &like);
 // An optional tensor moved to the CPU (for host fallbacks).
 std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t);
+// out = alpha a @ b + beta out (2-d, or 3-d batched), one MATMUL command (a fill or
+// scale when K is 0).
+void matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, double alpha, double beta);
 // dst = cast(src) (broadcast), one COPY command.
 void copy_cast_into(const Tensor &dst, const Tensor &src);
 

@@ -35,7 +35,11 @@ const char *opcode_name(uint16_t op)
 		"invalid", "nop", "fill", "copy", "add", "sub", "mul", "div", "add_scalar", "sub_scalar", "mul_scalar",
 		"div_scalar", "matmul", "sum", "mean", "amax", "relu", "gelu", "silu", "tanh", "exp", "softmax",
 		"unary_math", "binary_math", "compare", "compare_scalar", "where", "log_softmax", "index_select",
-		"index_add", "gather", "scatter_add", "adam_step", "arg_reduce", "index_copy", "scatter"};
+		"index_add", "gather", "scatter_add", "adam_step", "arg_reduce", "index_copy", "scatter",
+		// ISA 1.4 block 36..63
+		"scan", "sort", "attention", "lu", "permutation", "cholesky", "triangular_solve", "geqrf", "orgqr", "eigh",
+		"svd"};
+	static_assert(std::size(names) == NEURON_OP_SVD + 1);
 	static const char *const isa14[] = {"rng", "dropout", "randperm", "multinomial", "timestamp", "amp_unscale",
 					    "amp_update_scale"};
 	if (op < std::size(names))

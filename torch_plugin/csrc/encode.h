@@ -44,6 +44,31 @@ inline neuron_tensor_desc desc(const at::Tensor &t)
 	return d;
 }
 
+// The bytes of t, for a same-dtype copy of a dtype the chip does not compute on
+// (complex, float64 views, int8/int16, ...): t's dims and a last dim of its element
+// size, as U8 (one COPY moves them exactly).
+inline bool byte_copyable(const at::Tensor &t)
+{
+	return t.device().is_privateuseone() && t.dim() < NEURON_MAX_DIMS;
+}
+inline neuron_tensor_desc desc_bytes(const at::Tensor &t)
+{
+	TORCH_CHECK(t.dim() < NEURON_MAX_DIMS, "neuron: copies of dtype ", t.scalar_type(),
+		    " take at most 7 dims (got ", t.dim(), ")");
+	neuron_tensor_desc d{};
+	const int64_t es = static_cast<int64_t>(t.itemsize());
+	d.addr = reinterpret_cast<uint64_t>(t.data_ptr());
+	d.dtype = NEURON_DTYPE_U8;
+	d.ndim = static_cast<uint8_t>(t.dim() + 1);
+	for (int i = 0; i < t.dim(); ++i) {
+		d.sizes[i] = t.size(i);
+		d.strides[i] = t.size(i) == 1 ? 0 : t.stride(i) * es;
+	}
+	d.sizes[t.dim()] = es;
+	d.strides[t.dim()] = 1;
+	return d;
+}
+
 // t broadcast to `shape` (numpy rules) without creating an expanded tensor.
 inline neuron_tensor_desc desc_as(const at::Tensor &t, c10::IntArrayRef shape)
 {

@@ -18,9 +18,9 @@ Tensor chan_view(const Tensor &t, int64_t nd)
 	return t.view(shape);
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor &x, const std::optional<Tensor> &weight,
-					      const std::optional<Tensor> &bias, const std::optional<Tensor> &rmean,
-					      const std::optional<Tensor> &rvar, bool training, double momentum, double eps)
+std::tuple<Tensor, Tensor, Tensor> batch_norm_f32(const Tensor &x, const std::optional<Tensor> &weight,
+						  const std::optional<Tensor> &bias, const std::optional<Tensor> &rmean,
+						  const std::optional<Tensor> &rvar, bool training, double momentum, double eps)
 {
 	const int64_t nd = x.dim();
 	const bool have_running = rmean && rmean->defined() && rvar && rvar->defined();
@@ -83,11 +83,12 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor &x, const std::option
 	return {out, mean.view({c}), rstd.view({c})};
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor &go, const Tensor &x, const std::optional<Tensor> &weight,
-						       const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
-						       const std::optional<Tensor> &save_mean,
-						       const std::optional<Tensor> &save_invstd, bool train, double eps,
-						       std::array<bool, 3> mask3)
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_f32(const Tensor &go, const Tensor &x,
+							   const std::optional<Tensor> &weight,
+							   const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
+							   const std::optional<Tensor> &save_mean,
+							   const std::optional<Tensor> &save_invstd, bool train, double eps,
+							   std::array<bool, 3> mask3)
 {
 	const int64_t nd = x.dim();
 	const bool ok = float_dev(go) && float_dev(x) && nd >= 2 && x.scalar_type() == c10::kFloat &&
@@ -155,12 +156,94 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor &go, const T
 	return {dx, dw, db};
 }
 
+// ---- bf16 / f16: statistics and arithmetic in f32, as PyTorch's CPU kernels ----
+
+std::optional<Tensor> as_f32(const std::optional<Tensor> &t)
+{
+	if (!t || !t->defined() || t->scalar_type() == c10::kFloat)
+		return t;
+	return t->to(c10::kFloat);
+}
+
+bool reduced_float(const Tensor &t) { return t.scalar_type() == c10::kBFloat16 || t.scalar_type() == c10::kHalf; }
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor &x, const std::optional<Tensor> &weight,
+					      const std::optional<Tensor> &bias, const std::optional<Tensor> &rmean,
+					      const std::optional<Tensor> &rvar, bool training, double momentum, double eps)
+{
+	if (!reduced_float(x) || !float_dev(x))
+		return batch_norm_f32(x, weight, bias, rmean, rvar, training, momentum, eps);
+	// Running statistics kept in a reduced type are updated through f32 copies.
+	std::optional<Tensor> rm = as_f32(rmean), rv = as_f32(rvar);
+	auto [out, mean, invstd] = batch_norm_f32(x.to(c10::kFloat), as_f32(weight), as_f32(bias), rm, rv, training,
+						  momentum, eps);
+	if (training && rm && !rm->is_same(*rmean)) {
+		rmean->copy_(*rm);
+		rvar->copy_(*rv);
+	}
+	// The saved statistics stay f32 (PyTorch's CPU kernel keeps its opmath type
+	// there when the parameters are f32; the backward reads them as such).
+	const c10::ScalarType stat = weight && weight->defined() ? weight->scalar_type() : c10::kFloat;
+	auto stat_t = [&](const Tensor &t) { return t.numel() && stat != c10::kFloat ? t.to(stat) : t; };
+	return {out.to(x.scalar_type()), stat_t(mean), stat_t(invstd)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor &go, const Tensor &x, const std::optional<Tensor> &weight,
+						       const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
+						       const std::optional<Tensor> &save_mean,
+						       const std::optional<Tensor> &save_invstd, bool train, double eps,
+						       std::array<bool, 3> mask3)
+{
+	if (!reduced_float(x) || !float_dev(x))
+		return batch_norm_backward_f32(go, x, weight, rmean, rvar, save_mean, save_invstd, train, eps, mask3);
+	auto [dx, dw, db] = batch_norm_backward_f32(go.to(c10::kFloat), x.to(c10::kFloat), as_f32(weight), as_f32(rmean),
+						    as_f32(rvar), as_f32(save_mean), as_f32(save_invstd), train, eps, mask3);
+	const c10::ScalarType pdt = weight && weight->defined() ? weight->scalar_type() : x.scalar_type();
+	auto cast = [](const Tensor &t, c10::ScalarType dt) { return t.defined() ? t.to(dt) : t; };
+	return {cast(dx, x.scalar_type()), cast(dw, pdt), cast(db, pdt)};
+}
+
+// ---- the functional entry points (torch.export / OpInfo reach these) ----
+
+std::tuple<Tensor, Tensor, Tensor> bn_legit(const Tensor &x, const std::optional<Tensor> &w, const std::optional<Tensor> &b,
+					    Tensor &rmean, Tensor &rvar, bool training, double momentum, double eps)
+{
+	NEURON_NATIVE("_native_batch_norm_legit");
+	return batch_norm(x, w, b, rmean, rvar, training, momentum, eps);
+}
+std::tuple<Tensor, Tensor, Tensor> bn_legit_no_stats(const Tensor &x, const std::optional<Tensor> &w,
+						     const std::optional<Tensor> &b, bool training, double momentum, double eps)
+{
+	NEURON_NATIVE("_native_batch_norm_legit");
+	return batch_norm(x, w, b, std::nullopt, std::nullopt, training, momentum, eps);
+}
+std::tuple<Tensor, Tensor, Tensor, Tensor> bn_with_update(const Tensor &x, const std::optional<Tensor> &w,
+							  const std::optional<Tensor> &b, Tensor &rmean, Tensor &rvar,
+							  double momentum, double eps)
+{
+	NEURON_NATIVE("_batch_norm_with_update");
+	auto [out, mean, invstd] = batch_norm(x, w, b, rmean, rvar, true, momentum, eps);
+	return {out, mean, invstd, at::empty({0}, x.options().dtype(c10::kByte))};
+}
+std::tuple<Tensor, Tensor, Tensor> bn_backward_new(const Tensor &go, const Tensor &x, const Tensor &w,
+						   const std::optional<Tensor> &rmean, const std::optional<Tensor> &rvar,
+						   const std::optional<Tensor> &save_mean, const std::optional<Tensor> &save_var,
+						   bool update, double eps, std::array<bool, 3> mask, const Tensor &)
+{
+	NEURON_NATIVE("batch_norm_backward");
+	return batch_norm_backward(go, x, w, rmean, rvar, save_mean, save_var, update, eps, mask);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
 	m.impl("native_batch_norm", &batch_norm);
 	m.impl("native_batch_norm_backward", &batch_norm_backward);
+	m.impl("_native_batch_norm_legit", &bn_legit);
+	m.impl("_native_batch_norm_legit.no_stats", &bn_legit_no_stats);
+	m.impl("_batch_norm_with_update", &bn_with_update);
+	m.impl("batch_norm_backward", &bn_backward_new);
 }
 
 } // namespace torch_neuron

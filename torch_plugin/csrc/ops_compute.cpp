@@ -305,27 +305,6 @@ bool mm_ok(const Tensor &o, const Tensor &a, const Tensor &b)
 	       b.scalar_type() == o.scalar_type();
 }
 
-void matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, double alpha, double beta)
-{
-	if (out.numel() == 0)
-		return;
-	if (a.size(-1) == 0) {
-		if (beta == 0)
-			fill_cmd(out, 0);
-		else if (beta != 1)
-			scalar_op(NEURON_OP_MUL_SCALAR, out, out, beta);
-		return;
-	}
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_MATMUL, 3);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out));
-	cmd.operands[2] = desc(safe_input(b, out));
-	cmd.fscalars.f[0] = alpha;
-	cmd.fscalars.f[1] = beta;
-	submit(out, cmd);
-}
-
 Tensor &mm_out(const Tensor &a, const Tensor &b, Tensor &out)
 {
 	NEURON_NATIVE("mm");

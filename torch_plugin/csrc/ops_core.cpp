@@ -123,6 +123,13 @@ bool overlaps(const at::Tensor &a, const at::Tensor &b)
 	return lo(a) < hi(b) && lo(b) < hi(a);
 }
 
+// Same dtype, a dtype the chip does not compute on: the elements' bytes move as U8.
+bool bytewise(const at::Tensor &dst, const at::Tensor &src)
+{
+	return dst.scalar_type() == src.scalar_type() && (!chip_ok(dst) || !chip_ok(src)) && byte_copyable(dst) &&
+	       byte_copyable(src);
+}
+
 void device_copy(const at::Tensor &dst, const at::Tensor &src_in)
 {
 	at::Tensor src = src_in.expand(dst.sizes());
@@ -135,10 +142,11 @@ void device_copy(const at::Tensor &dst, const at::Tensor &src_in)
 		   dst.scalar_type() == src.scalar_type()) {
 		return;
 	}
+	const bool bytes = bytewise(dst, src);
 	neuron_cmd cmd;
 	cmd_init(cmd, NEURON_OP_COPY, 2);
-	cmd.operands[0] = desc(dst);
-	cmd.operands[1] = desc(src);
+	cmd.operands[0] = bytes ? desc_bytes(dst) : desc(dst);
+	cmd.operands[1] = bytes ? desc_bytes(src) : desc(src);
 	submit(dst, cmd);
 }
 
@@ -148,12 +156,8 @@ void h2d(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 	at::Tensor target = direct || chip_dtype(dst.scalar_type()) == NEURON_DTYPE_INVALID
 				    ? dst
 				    : at::empty(dst.sizes(), dst.options());
-	if (!target.is_contiguous()) {
-		// A dtype the chip cannot cast, into a strided destination: go through the host.
-		at::Tensor cpu = at::empty(dst.sizes(), dst.options().device(c10::kCPU));
-		cpu.copy_(src_in);
-		TORCH_CHECK(false, "neuron: strided copy of dtype ", dst.scalar_type(), " is not supported");
-	}
+	if (!target.is_contiguous()) // a dtype the chip cannot cast, into a strided destination
+		target = at::empty(dst.sizes(), dst.options());
 	at::Tensor src = src_in;
 	if (src.scalar_type() != target.scalar_type())
 		src = src.to(target.scalar_type());
@@ -194,7 +198,8 @@ void d2h(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 {
 	at::Tensor src = src_in.expand(dst.sizes());
 	if (!src.is_contiguous()) {
-		TORCH_CHECK(chip_ok(src), "neuron: strided copy of dtype ", src.scalar_type(), " is not supported");
+		TORCH_CHECK(chip_ok(src) || byte_copyable(src), "neuron: strided copy of dtype ", src.scalar_type(),
+			    " is not supported");
 		at::Tensor tmp = at::empty(src.sizes(), src.options());
 		device_copy(tmp, src);
 		src = tmp;
@@ -228,7 +233,23 @@ void d2h(const at::Tensor &dst, const at::Tensor &src_in, bool non_blocking)
 	if (s != NEURON_OK)
 		stream_failed(sq, s, "copying device to host");
 	at::Tensor staged = at::from_blob(stage.get(), src.sizes(), src.options().device(c10::kCPU));
+	// The bytes are the source's memory; its conjugate / negative bits say what
+	// they mean, and the host copy applies them.
+	staged._set_conj(src_in.is_conj());
+	staged._set_neg(src_in.is_neg());
 	dst.copy_(staged);
+}
+
+// A host tensor whose memory holds what dst's memory must hold for dst to read
+// as src: the conjugate / negative bits of both applied on the host.
+at::Tensor for_memory_of(const at::Tensor &dst, const at::Tensor &src)
+{
+	at::Tensor h = src.resolve_conj().resolve_neg();
+	if (dst.is_conj())
+		h = h.conj_physical();
+	if (dst.is_neg())
+		h = h.neg();
+	return h;
 }
 
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking)
@@ -236,17 +257,27 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
 	if (dst.numel() == 0)
 		return dst;
 	const bool sd = self.device().is_privateuseone(), dd = dst.device().is_privateuseone();
+	const bool same_bits = self.is_conj() == dst.is_conj() && self.is_neg() == dst.is_neg();
 	if (sd && dd) {
-		if (self.device() == dst.device() && chip_ok(self) && chip_ok(dst)) {
+		if (self.device() == dst.device() && same_bits &&
+		    ((chip_ok(self) && chip_ok(dst)) || bytewise(dst, self))) {
 			device_copy(dst, self);
 		} else {
-			at::Tensor cpu = self.to(c10::kCPU);
-			dst.copy_(cpu, non_blocking);
+			// A cast between dtypes the chip does not compute, across devices, or
+			// between conjugate / negative views: through the host.
+			note_fallback("aten::_copy_from (device to device)");
+			// By hand, not self.to("cpu"): a dispatched op on a conjugate view would go
+			// through PyTorch's conjugate fallback, which copies it back here.
+			at::Tensor cpu = at::empty(self.sizes(), self.options().device(c10::kCPU));
+			d2h(cpu, self, false);
+			dst.copy_(cpu, false);
 		}
 	} else if (dd) {
-		h2d(dst, self, non_blocking);
+		const bool bits = self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg();
+		h2d(dst, bits ? for_memory_of(dst, self) : self, non_blocking);
 	} else if (sd) {
-		d2h(dst, self, non_blocking);
+		const bool bits = self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg();
+		d2h(dst, self, non_blocking && !bits);
 	} else {
 		dst.copy_(self, non_blocking);
 	}

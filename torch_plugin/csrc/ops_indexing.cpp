@@ -62,11 +62,14 @@ Tensor embedding_dense_backward(const Tensor &grad, const Tensor &indices, int64
 	return out;
 }
 
-Tensor gather(const Tensor &self, int64_t dim, const Tensor &index, bool sparse_grad)
+Tensor gather(const Tensor &self, int64_t dim, const Tensor &index_in, bool sparse_grad)
 {
 	NEURON_NATIVE("gather");
+	const Tensor index = index_in.device().is_cpu() && self.device().is_privateuseone() ? index_in.to(self.device()) : index_in;
 	const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
 	Tensor out = at::empty(index.sizes(), self.options());
+	if (index.numel() == 0 && chip_ok(self))
+		return out;
 	if (!chip_ok(self) || !index_ok(index) || index.dim() != self.dim()) {
 		note_fallback("gather");
 		out.copy_(at::gather(self.cpu(), dim, index.cpu(), sparse_grad));
@@ -127,7 +130,9 @@ Tensor &index_add_o(const Tensor &self, int64_t dim, const Tensor &index, const 
 		s = at::empty(src.sizes(), src.options());
 		scalar_op(NEURON_OP_MUL_SCALAR, s, src, alpha);
 	}
-	index_add_cmd(out, d, index.reshape({-1}), s.dim() == 0 ? s.reshape({1}) : s);
+	// A 0-d self is one slot: add into it as a 1-d tensor of one element (the chip
+	// takes a 0-d output only with a 0-d source).
+	index_add_cmd(out.dim() == 0 ? out.view({1}) : out, d, index.reshape({-1}), s.dim() == 0 ? s.reshape({1}) : s);
 	return out;
 }
 
@@ -199,7 +204,7 @@ IndexPlan plan_index(const Tensor &self_in, const c10::List<std::optional<Tensor
 						  p.self.sizes(), " at index ", pos + k);
 			// The result's shape depends on the mask's values: read it (a host sync,
 			// as CUDA's nonzero does).
-			Tensor nz = at::nonzero(mask.cpu());
+			Tensor nz = at::nonzero(mask); // a device mask: on the device (ops_index_reduce.cpp)
 			for (int64_t k = 0; k < mask.dim(); ++k) {
 				p.dims.push_back(pos + k);
 				p.index.push_back(nz.select(1, k));
@@ -401,18 +406,24 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
 	return self;
 }
 
-// Data-dependent output shape: the input is read to the host (a sync, as on CUDA).
+// Data-dependent output shape: computed on the device, the count read to the host
+// (a sync, as on CUDA).
 Tensor nonzero_f(const Tensor &self)
 {
 	NEURON_NATIVE("nonzero");
-	return at::nonzero(self.cpu()).to(self.device());
+	if (!chip_ok(self)) {
+		note_fallback("nonzero");
+		return at::nonzero(self.cpu()).to(self.device());
+	}
+	return device_nonzero(self);
 }
 
 // ---- scatter (non-add) and index_copy: the chip's SCATTER and INDEX_COPY ----
 
 void scatter_checks(const Tensor &self, int64_t d, const Tensor &index, const Tensor *src)
 {
-	TORCH_CHECK(index.scalar_type() == c10::kLong, "scatter(): Expected dtype int64 for index");
+	TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
+		    "scatter(): Expected dtype int32/int64 for index");
 	TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
 		    "Index tensor must have the same number of dimensions as self tensor");
 	if (src)

@@ -62,6 +62,10 @@ Tensor &abs_o(const Tensor &self, Tensor &out)
 }
 Tensor abs_f(const Tensor &self)
 {
+	if (self.is_complex()) { // |z| is real: the CPU's kernel, with its real result
+		note_fallback("abs");
+		return at::abs(self.cpu()).to(self.device());
+	}
 	Tensor out = at::empty_like(self);
 	return abs_o(self, out);
 }
@@ -90,6 +94,20 @@ Tensor &pow_ts_i(Tensor &self, const Scalar &e) { return pow_ts_o(self, e, self)
 Tensor &clamp_o(const Tensor &self, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi, Tensor &out)
 {
 	NEURON_NATIVE("clamp");
+	if (chip_ok(self) && chip_ok(out) && !at::isFloatingType(out.scalar_type()) && out.scalar_type() != c10::kBool &&
+	    !at::isFloatingType(self.scalar_type())) {
+		// Integers: BINARY_MATH's maximum / minimum against the bounds (exact in int64).
+		Tensor r = self;
+		for (int k = 0; k < 2; ++k) {
+			const std::optional<Scalar> &bound = k == 0 ? lo : hi;
+			if (!bound)
+				continue;
+			Tensor b = at::empty({}, out.options());
+			fill_cmd(b, *bound);
+			r = k == 0 ? at::maximum(r, b) : at::minimum(r, b);
+		}
+		return assign_out(out, r.is_same(self) ? self.clone() : r);
+	}
 	const int64_t flags = (lo ? 1 : 0) | (hi ? 2 : 0);
 	return unary_math_into("clamp", NEURON_UNARY_CLAMP, out, self,
 			       [&](const Tensor &x) { return at::clamp(x, lo, hi); }, lo ? lo->toDouble() : 0,
@@ -110,21 +128,6 @@ Tensor clamp_max_f(const Tensor &self, const Scalar &hi) { return clamp_f(self, 
 Tensor &clamp_max_i(Tensor &self, const Scalar &hi) { return clamp_i(self, std::nullopt, hi); }
 
 // ---- binary math ----
-
-void bmath_cmd(const Tensor &out, const Tensor &a, const Tensor &b, int fn, int64_t i1 = 0, double f0 = 0)
-{
-	if (out.numel() == 0)
-		return;
-	neuron_cmd cmd;
-	cmd_init(cmd, NEURON_OP_BINARY_MATH, 3);
-	cmd.operands[0] = desc(out);
-	cmd.operands[1] = desc(safe_input(a, out).expand(out.sizes()));
-	cmd.operands[2] = desc(safe_input(b, out).expand(out.sizes()));
-	cmd.iscalars[0] = fn;
-	cmd.iscalars[1] = i1;
-	cmd.fscalars.f[0] = f0;
-	submit(out, cmd);
-}
 
 Tensor maxmin(const char *name, int fn, const Tensor &a, const Tensor &b)
 {

@@ -1,12 +1,15 @@
-// 2-d max and average pooling (+ backward; ceil_mode, padding counted or not,
-// divisor_override) over strided window views.
+// Max and average pooling over 1-3 spatial dims (+ backward; ceil_mode, padding
+// counted or not, divisor_override, dilation), over strided window views: the
+// (padded) input seen as [N, C, O..., K...] and reduced over the K dims. The
+// tables that depend only on the geometry (each tap's input position, each
+// window's divisor) are made on the host once per geometry and kept on the device.
+// 1-d pooling reaches the 2-d kernels through PyTorch's own unsqueeze.
 #include "cmds.h"
+#include "pool_common.h"
 
 #include <ATen/Functions.h>
-#include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -15,132 +18,142 @@ namespace torch_neuron {
 
 namespace {
 
-// ---- 2-d pooling over strided window views of the (padded) input ----
-
-struct PoolGeom {
-	int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, hp, wp;
-};
-
-// Output length of one pooled dim, as PyTorch's pooling_output_shape: with ceil_mode
-// a last, partial window counts if it starts inside the input or its left padding.
-int64_t pooled_size(int64_t in, int64_t pad, int64_t span, int64_t stride, bool ceil_mode)
-{
-	const int64_t room = in + 2 * pad - span + (ceil_mode ? stride - 1 : 0);
-	if (room < 0)
-		return 0;
-	int64_t out = room / stride + 1;
-	if (ceil_mode && (out - 1) * stride >= in + pad)
-		--out;
-	return out;
-}
-
-bool pool_geom(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, c10::IntArrayRef d,
-	       bool ceil_mode, PoolGeom &g)
-{
-	if (x.dim() != 4 || !float_dev(x) || k.empty())
-		return false;
-	g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
-	g.kh = k[0], g.kw = k.size() > 1 ? k[1] : k[0];
-	g.sh = s.empty() ? g.kh : s[0], g.sw = s.empty() ? g.kw : (s.size() > 1 ? s[1] : s[0]);
-	g.ph = p.empty() ? 0 : p[0], g.pw = p.empty() ? 0 : (p.size() > 1 ? p[1] : p[0]);
-	g.dh = d.empty() ? 1 : d[0], g.dw = d.empty() ? 1 : (d.size() > 1 ? d[1] : d[0]);
-	const int64_t span_h = g.dh * (g.kh - 1) + 1, span_w = g.dw * (g.kw - 1) + 1;
-	g.oh = pooled_size(g.h, g.ph, span_h, g.sh, ceil_mode);
-	g.ow = pooled_size(g.w, g.pw, span_w, g.sw, ceil_mode);
-	// The padded extent: input and padding, plus (ceil_mode) what the last window
-	// reaches past them (filled like the padding).
-	g.hp = std::max(g.h + 2 * g.ph, (g.oh - 1) * g.sh + span_h);
-	g.wp = std::max(g.w + 2 * g.pw, (g.ow - 1) * g.sw + span_w);
-	return g.oh > 0 && g.ow > 0 && g.ph <= g.kh / 2 && g.pw <= g.kw / 2;
-}
-
-// [N, C, OH, OW, kh, kw] window view of x padded with `pad_value`.
+// [N, C, O..., K...] window view of x padded with `pad_value`.
 Tensor pool_windows(const Tensor &x, const PoolGeom &g, double pad_value)
 {
 	Tensor padded = x.contiguous();
-	if (g.hp != g.h || g.wp != g.w) {
-		padded = at::empty({g.n, g.c, g.hp, g.wp}, x.options());
+	bool pads = false;
+	for (int i = 0; i < g.nd; ++i)
+		pads = pads || g.padded[i] != g.in[i];
+	if (pads) {
+		std::vector<int64_t> shape{g.n, g.c};
+		shape.insert(shape.end(), g.padded, g.padded + g.nd);
+		padded = at::empty(shape, x.options());
 		fill_cmd(padded, pad_value);
-		padded.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).copy_(x);
+		Tensor inner = padded;
+		for (int i = 0; i < g.nd; ++i)
+			inner = inner.narrow(2 + i, g.p[i], g.in[i]);
+		inner.copy_(x);
 	}
-	return padded.as_strided({g.n, g.c, g.oh, g.ow, g.kh, g.kw},
-				 {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw, g.dh * g.wp, g.dw});
+	std::vector<int64_t> sizes{g.n, g.c}, strides{padded.stride(0), padded.stride(1)};
+	for (int i = 0; i < g.nd; ++i)
+		sizes.push_back(g.out[i]), strides.push_back(g.s[i] * padded.stride(2 + i));
+	for (int i = 0; i < g.nd; ++i)
+		sizes.push_back(g.k[i]), strides.push_back(g.d[i] * padded.stride(2 + i));
+	return padded.as_strided(sizes, strides);
 }
 
-std::tuple<Tensor, Tensor> max_pool2d_idx(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
-					  c10::IntArrayRef d, bool ceil_mode)
+int64_t window_mask(const PoolGeom &g)
+{
+	int64_t m = 0;
+	for (int i = 0; i < g.nd; ++i)
+		m |= int64_t{1} << (2 + g.nd + i);
+	return m;
+}
+
+std::vector<int64_t> out_shape(const PoolGeom &g, bool keep_taps)
+{
+	std::vector<int64_t> s{g.n, g.c};
+	s.insert(s.end(), g.out, g.out + g.nd);
+	if (keep_taps)
+		s.insert(s.end(), static_cast<size_t>(g.nd), 1);
+	return s;
+}
+
+// For each output position and tap, minus the flat input index it reads (a large
+// negative number for padding), so that an AMAX over the taps that hold the
+// window's maximum picks the first one, as PyTorch does.
+Tensor tap_positions(const Tensor &like, const PoolGeom &g)
+{
+	return cached_table("taps/" + g.key(), like, [&] {
+		std::vector<int64_t> shape(g.out, g.out + g.nd);
+		shape.insert(shape.end(), g.k, g.k + g.nd);
+		Tensor pos = at::empty(shape, at::TensorOptions().dtype(c10::kLong));
+		int64_t *p = pos.data_ptr<int64_t>();
+		const int64_t n = pos.numel();
+		for (int64_t flat = 0; flat < n; ++flat) {
+			int64_t rem = flat, o[3] = {}, t[3] = {};
+			for (int i = g.nd - 1; i >= 0; --i)
+				t[i] = rem % g.k[i], rem /= g.k[i];
+			for (int i = g.nd - 1; i >= 0; --i)
+				o[i] = rem % g.out[i], rem /= g.out[i];
+			int64_t index = 0;
+			bool inside = true;
+			for (int i = 0; i < g.nd; ++i) {
+				const int64_t at_ = o[i] * g.s[i] + t[i] * g.d[i] - g.p[i];
+				inside = inside && at_ >= 0 && at_ < g.in[i];
+				index = index * g.in[i] + at_;
+			}
+			p[flat] = inside ? -index : -(int64_t{1} << 40);
+		}
+		return pos;
+	});
+}
+
+std::tuple<Tensor, Tensor> max_pool_nd(const Tensor &x, const PoolGeom &g)
+{
+	Tensor win = pool_windows(x, g, -INFINITY);
+	const int64_t taps = window_mask(g);
+	Tensor out = at::empty(out_shape(g, true), x.options());
+	reduce_cmd(NEURON_OP_AMAX, out, win, taps);
+	Tensor hit = at::empty(win.sizes(), x.options().dtype(c10::kBool));
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_COMPARE, 3);
+	cmd.operands[0] = desc(hit);
+	cmd.operands[1] = desc(win);
+	cmd.operands[2] = desc_as(out, hit.sizes());
+	cmd.iscalars[0] = NEURON_CMP_EQ;
+	submit(hit, cmd);
+	const Tensor pos = tap_positions(x, g);
+	Tensor lowest = at::empty({}, pos.options());
+	fill_cmd(lowest, -(int64_t{1} << 50));
+	Tensor cand = at::empty(hit.sizes(), pos.options());
+	where_cmd(cand, hit, pos, lowest);
+	Tensor idx = at::empty(out_shape(g, true), pos.options());
+	reduce_cmd(NEURON_OP_AMAX, idx, cand, taps);
+	scalar_op(NEURON_OP_MUL_SCALAR, idx, idx, -1);
+	return {out.view(out_shape(g, false)), idx.view(out_shape(g, false))};
+}
+
+template <int ND>
+std::tuple<Tensor, Tensor> max_pool_idx(const Tensor &x_in, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+					c10::IntArrayRef d, bool ceil_mode)
 {
 	PoolGeom g;
-	if (!pool_geom(x, k, s, p, d, ceil_mode, g)) {
-		note_fallback("aten::max_pool2d_with_indices");
-		auto [o, i] = at::max_pool2d_with_indices(x.cpu(), k, s, p, d, ceil_mode);
-		return {o.to(x.device()), i.to(x.device())};
+	const Tensor x = batched(x_in, ND);
+	if (!float_dev(x) || !pool_geom(x, ND, k, s, p, d, ceil_mode, g)) {
+		note_fallback(ND == 2 ? "aten::max_pool2d_with_indices" : "aten::max_pool3d_with_indices");
+		auto [o, i] = ND == 2 ? at::max_pool2d_with_indices(x_in.cpu(), k, s, p, d, ceil_mode)
+				      : at::max_pool3d_with_indices(x_in.cpu(), k, s, p, d, ceil_mode);
+		return {o.to(x_in.device()), i.to(x_in.device())};
 	}
-	NEURON_NATIVE("max_pool2d_with_indices");
-	Tensor win = pool_windows(x, g, -INFINITY);
-	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
-	reduce_cmd(NEURON_OP_AMAX, out, win, 0x30);
-	// The index of the first maximum: min over taps of where(v == max, flat index, big).
-	Tensor hit = at::empty({g.n, g.c, g.oh, g.ow, g.kh, g.kw}, x.options().dtype(c10::kBool));
-	{
-		neuron_cmd cmd;
-		cmd_init(cmd, NEURON_OP_COMPARE, 3);
-		cmd.operands[0] = desc(hit);
-		cmd.operands[1] = desc(win);
-		cmd.operands[2] = desc_as(out, hit.sizes());
-		cmd.iscalars[0] = NEURON_CMP_EQ;
-		submit(hit, cmd);
-	}
-	Tensor pos = at::empty({g.oh, g.ow, g.kh, g.kw}, at::TensorOptions().dtype(c10::kLong));
-	auto pa = pos.accessor<int64_t, 4>();
-	for (int64_t a = 0; a < g.oh; ++a)
-		for (int64_t b = 0; b < g.ow; ++b)
-			for (int64_t i = 0; i < g.kh; ++i)
-				for (int64_t j = 0; j < g.kw; ++j) {
-					const int64_t r = a * g.sh + i * g.dh - g.ph, c = b * g.sw + j * g.dw - g.pw;
-					// negated so that AMAX picks the smallest index
-					pa[a][b][i][j] = (r < 0 || c < 0 || r >= g.h || c >= g.w) ? -(int64_t{1} << 40) : -(r * g.w + c);
-				}
-	Tensor posd = pos.to(x.device());
-	Tensor lowest = at::empty({}, posd.options());
-	fill_cmd(lowest, -(int64_t{1} << 50));
-	Tensor cand = at::empty(hit.sizes(), posd.options());
-	where_cmd(cand, hit, posd, lowest);
-	Tensor idx = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, posd.options());
-	reduce_cmd(NEURON_OP_AMAX, idx, cand, 0x30);
-	scalar_op(NEURON_OP_MUL_SCALAR, idx, idx, -1);
-	return {out.view({g.n, g.c, g.oh, g.ow}), idx.view({g.n, g.c, g.oh, g.ow})};
+	NEURON_NATIVE(ND == 2 ? "max_pool2d_with_indices" : "max_pool3d_with_indices");
+	auto [o, i] = max_pool_nd(x, g);
+	return {unbatched_like(o, x_in, ND), unbatched_like(i, x_in, ND)};
 }
 
-Tensor max_pool2d_idx_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s,
-			  c10::IntArrayRef p, c10::IntArrayRef d, bool ceil_mode, const Tensor &indices)
+template <int ND>
+Tensor max_pool_idx_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+			c10::IntArrayRef d, bool ceil_mode, const Tensor &indices)
 {
-	if (x.dim() != 4 || !float_dev(grad) || !index_ok(indices)) {
-		note_fallback("aten::max_pool2d_with_indices_backward");
-		return at::max_pool2d_with_indices_backward(grad.cpu(), x.cpu(), k, s, p, d, ceil_mode, indices.cpu())
+	if ((x.dim() != ND + 1 && x.dim() != ND + 2) || !float_dev(grad) || !index_ok(indices)) {
+		note_fallback(ND == 2 ? "aten::max_pool2d_with_indices_backward" : "aten::max_pool3d_with_indices_backward");
+		return (ND == 2 ? at::max_pool2d_with_indices_backward(grad.cpu(), x.cpu(), k, s, p, d, ceil_mode, indices.cpu())
+				: at::max_pool3d_with_indices_backward(grad.cpu(), x.cpu(), k, s, p, d, ceil_mode, indices.cpu()))
 			.to(x.device());
 	}
-	NEURON_NATIVE("max_pool2d_with_indices_backward");
-	const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
-	Tensor gi = at::empty({n, c, hw}, grad.options());
-	fill_cmd(gi, 0);
-	scatter_add_cmd(gi, 2, indices.reshape({n, c, -1}), grad.reshape({n, c, -1}));
-	return gi.view(x.sizes());
+	NEURON_NATIVE(ND == 2 ? "max_pool2d_with_indices_backward" : "max_pool3d_with_indices_backward");
+	return scatter_max_grad(grad, x, indices, ND);
 }
 
-bool avg_ok(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode, PoolGeom &g)
-{
-	return pool_geom(x, k, s, p, {}, ceil_mode, g);
-}
+// ---- average pooling ----
 
-// The divisor of each output position as PyTorch's avg_pool2d computes it: the
-// window clipped to input + padding (count_include_pad) or to the input alone,
-// unless divisor_override. A scalar when it is the same everywhere (the usual
-// case), else an [OH, OW] tensor made on the host once per geometry and kept on
-// the device (shapes repeat every step; an upload per call costs milliseconds).
+// The divisor of each output position as PyTorch computes it: the window clipped
+// to input + padding (count_include_pad) or to the input alone, unless
+// divisor_override. A scalar when it is the same everywhere, else a table [O...].
 struct AvgDivisor {
 	double scalar = 0; // used when > 0
-	Tensor map;        // [OH, OW], x's dtype, on x's device
+	Tensor map;
 };
 
 AvgDivisor avg_divisor(const Tensor &x, const PoolGeom &g, bool count_include_pad, std::optional<int64_t> div)
@@ -149,36 +162,29 @@ AvgDivisor avg_divisor(const Tensor &x, const PoolGeom &g, bool count_include_pa
 		TORCH_CHECK(*div != 0, "divisor must be not zero");
 		return {static_cast<double>(*div), {}};
 	}
-	std::vector<float> d(static_cast<size_t>(g.oh * g.ow));
-	bool uniform = true;
-	for (int64_t i = 0; i < g.oh; ++i)
-		for (int64_t j = 0; j < g.ow; ++j) {
-			int64_t h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
-			int64_t h1 = std::min(h0 + g.kh, g.h + g.ph), w1 = std::min(w0 + g.kw, g.w + g.pw);
-			const int64_t pool = (h1 - h0) * (w1 - w0);
-			h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
-			h1 = std::min(h1, g.h), w1 = std::min(w1, g.w);
-			d[static_cast<size_t>(i * g.ow + j)] = static_cast<float>(count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-			uniform = uniform && d[static_cast<size_t>(i * g.ow + j)] == d[0];
+	int64_t count = 1;
+	for (int i = 0; i < g.nd; ++i)
+		count *= g.out[i];
+	std::vector<float> d(static_cast<size_t>(count));
+	for (int64_t flat = 0; flat < count; ++flat) {
+		int64_t rem = flat;
+		double pool = 1, inside = 1;
+		for (int i = g.nd - 1; i >= 0; --i) {
+			const int64_t o = rem % g.out[i];
+			rem /= g.out[i];
+			const int64_t lo = o * g.s[i] - g.p[i], hi = std::min(lo + g.k[i], g.in[i] + g.p[i]);
+			pool *= static_cast<double>(hi - lo);
+			inside *= static_cast<double>(std::min(hi, g.in[i]) - std::max<int64_t>(lo, 0));
 		}
-	if (uniform)
+		d[static_cast<size_t>(flat)] = static_cast<float>(count_include_pad ? pool : inside);
+	}
+	if (std::all_of(d.begin(), d.end(), [&](float v) { return v == d[0]; }))
 		return {static_cast<double>(d[0]), {}};
-	using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-			       bool, int, int>;
-	static std::mutex mu;
-	static auto *cache = new std::map<Key, Tensor>; // leaked: device tensors must not die at exit
-	const Key key{g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, count_include_pad,
-		      static_cast<int>(x.scalar_type()), x.device().index()};
-	std::lock_guard lock(mu);
-	if (auto it = cache->find(key); it != cache->end())
-		return {0, it->second};
-	if (cache->size() >= 64)
-		cache->clear();
-	Tensor map = at::from_blob(d.data(), {g.oh, g.ow}, at::TensorOptions().dtype(c10::kFloat)).to(x.device(), x.scalar_type());
-	// The map may be used from any stream later: let its upload finish first.
-	sync_stream(current_queues(x.device().index()));
-	cache->emplace(key, map);
-	return {0, map};
+	std::vector<int64_t> shape(g.out, g.out + g.nd);
+	Tensor map = cached_table("avgdiv/" + g.key() + (count_include_pad ? "/pad" : "/nopad"), x, [&] {
+		return at::from_blob(d.data(), shape, at::TensorOptions().dtype(c10::kFloat)).clone();
+	});
+	return {0, map.to(x.scalar_type())};
 }
 
 void divide(const Tensor &out, const Tensor &in, const AvgDivisor &div)
@@ -189,60 +195,82 @@ void divide(const Tensor &out, const Tensor &in, const AvgDivisor &div)
 		binary_op(NEURON_OP_DIV, out, in, div.map);
 }
 
-Tensor avg_pool2d_f(const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
+template <int ND>
+Tensor avg_pool_f(const Tensor &x_in, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p, bool ceil_mode,
 		  bool count_include_pad, std::optional<int64_t> div)
 {
-	if (x.dim() == 3) // unbatched [C, H, W]
-		return avg_pool2d_f(x.unsqueeze(0), k, s, p, ceil_mode, count_include_pad, div).squeeze(0);
 	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, g)) {
-		note_fallback("aten::avg_pool2d");
-		return at::avg_pool2d(x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
+	const Tensor x = batched(x_in, ND);
+	if (!float_dev(x) || !pool_geom(x, ND, k, s, p, {}, ceil_mode, g)) {
+		note_fallback(ND == 2 ? "aten::avg_pool2d" : "aten::avg_pool3d");
+		return (ND == 2 ? at::avg_pool2d(x_in.cpu(), k, s, p, ceil_mode, count_include_pad, div)
+				: at::avg_pool3d(x_in.cpu(), k, s, p, ceil_mode, count_include_pad, div))
+			.to(x_in.device());
 	}
-	NEURON_NATIVE("avg_pool2d");
+	NEURON_NATIVE(ND == 2 ? "avg_pool2d" : "avg_pool3d");
 	const AvgDivisor d = avg_divisor(x, g, count_include_pad, div);
 	Tensor win = pool_windows(x, g, 0.0);
-	Tensor out = at::empty({g.n, g.c, g.oh, g.ow, 1, 1}, x.options());
-	reduce_cmd(NEURON_OP_SUM, out, win, 0x30);
-	Tensor r = out.view({g.n, g.c, g.oh, g.ow});
+	Tensor out = at::empty(out_shape(g, true), x.options());
+	reduce_cmd(NEURON_OP_SUM, out, win, window_mask(g));
+	Tensor r = out.view(out_shape(g, false));
 	divide(r, r, d);
-	return r;
+	return unbatched_like(r, x_in, ND);
 }
 
-Tensor avg_pool2d_bwd(const Tensor &grad, const Tensor &x, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
-		      bool ceil_mode, bool count_include_pad, std::optional<int64_t> div)
+template <int ND>
+Tensor avg_pool_bwd(const Tensor &grad_in, const Tensor &x_in, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+		    bool ceil_mode, bool count_include_pad, std::optional<int64_t> div)
 {
-	if (x.dim() == 3 && grad.dim() == 3)
-		return avg_pool2d_bwd(grad.unsqueeze(0), x.unsqueeze(0), k, s, p, ceil_mode, count_include_pad, div).squeeze(0);
 	PoolGeom g;
-	if (!avg_ok(x, k, s, p, ceil_mode, g) || !float_dev(grad)) {
-		note_fallback("aten::avg_pool2d_backward");
-		return at::avg_pool2d_backward(grad.cpu(), x.cpu(), k, s, p, ceil_mode, count_include_pad, div).to(x.device());
+	const Tensor x = batched(x_in, ND), grad = batched(grad_in, ND);
+	if (!float_dev(grad) || !float_dev(x) || !pool_geom(x, ND, k, s, p, {}, ceil_mode, g)) {
+		note_fallback(ND == 2 ? "aten::avg_pool2d_backward" : "aten::avg_pool3d_backward");
+		return (ND == 2 ? at::avg_pool2d_backward(grad_in.cpu(), x_in.cpu(), k, s, p, ceil_mode, count_include_pad, div)
+				: at::avg_pool3d_backward(grad_in.cpu(), x_in.cpu(), k, s, p, ceil_mode, count_include_pad, div))
+			.to(x_in.device());
 	}
-	NEURON_NATIVE("avg_pool2d_backward");
+	NEURON_NATIVE(ND == 2 ? "avg_pool2d_backward" : "avg_pool3d_backward");
 	Tensor gs = at::empty(grad.sizes(), grad.options());
 	divide(gs, grad, avg_divisor(x, g, count_include_pad, div));
-	Tensor gp = at::empty({g.n, g.c, g.hp, g.wp}, grad.options());
+	std::vector<int64_t> pshape{g.n, g.c};
+	pshape.insert(pshape.end(), g.padded, g.padded + g.nd);
+	Tensor gp = at::empty(pshape, grad.options());
 	fill_cmd(gp, 0);
 	// One accumulate per kernel tap; what lands in the padding (or past it, for
 	// ceil_mode's partial windows) is cut off below.
-	for (int64_t i = 0; i < g.kh; ++i)
-		for (int64_t j = 0; j < g.kw; ++j) {
-			Tensor dst = gp.as_strided({g.n, g.c, g.oh, g.ow}, {g.c * g.hp * g.wp, g.hp * g.wp, g.sh * g.wp, g.sw},
-						   gp.storage_offset() + i * g.dh * g.wp + j * g.dw);
-			binary_op(NEURON_OP_ADD, dst, dst, gs);
+	std::vector<int64_t> osizes{g.n, g.c}, ostrides{gp.stride(0), gp.stride(1)};
+	for (int i = 0; i < g.nd; ++i)
+		osizes.push_back(g.out[i]), ostrides.push_back(g.s[i] * gp.stride(2 + i));
+	int64_t taps = 1;
+	for (int i = 0; i < g.nd; ++i)
+		taps *= g.k[i];
+	for (int64_t t = 0; t < taps; ++t) {
+		int64_t rem = t, offset = 0;
+		for (int i = g.nd - 1; i >= 0; --i) {
+			offset += (rem % g.k[i]) * g.d[i] * gp.stride(2 + i);
+			rem /= g.k[i];
 		}
-	return (g.hp != g.h || g.wp != g.w) ? gp.narrow(2, g.ph, g.h).narrow(3, g.pw, g.w).contiguous() : gp;
+		Tensor dst = gp.as_strided(osizes, ostrides, gp.storage_offset() + offset);
+		binary_op(NEURON_OP_ADD, dst, dst, gs);
+	}
+	Tensor r = gp;
+	for (int i = 0; i < g.nd; ++i)
+		r = r.narrow(2 + i, g.p[i], g.in[i]);
+	return unbatched_like(r.contiguous(), x_in, ND);
 }
 
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
-	m.impl("max_pool2d_with_indices", &max_pool2d_idx);
-	m.impl("max_pool2d_with_indices_backward", &max_pool2d_idx_bwd);
-	m.impl("avg_pool2d", &avg_pool2d_f);
-	m.impl("avg_pool2d_backward", &avg_pool2d_bwd);
+	m.impl("max_pool2d_with_indices", &max_pool_idx<2>);
+	m.impl("max_pool2d_with_indices_backward", &max_pool_idx_bwd<2>);
+	m.impl("max_pool3d_with_indices", &max_pool_idx<3>);
+	m.impl("max_pool3d_with_indices_backward", &max_pool_idx_bwd<3>);
+	m.impl("avg_pool2d", &avg_pool_f<2>);
+	m.impl("avg_pool2d_backward", &avg_pool_bwd<2>);
+	m.impl("avg_pool3d", &avg_pool_f<3>);
+	m.impl("avg_pool3d_backward", &avg_pool_bwd<3>);
 }
 
 } // namespace torch_neuron

@@ -9,6 +9,7 @@
 #include <ATen/Functions.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -66,6 +67,11 @@ c10::ScalarType float_work(const Tensor &t)
 
 Tensor &normal_i(Tensor &self, double mean, double std, std::optional<at::Generator> gen)
 {
+	if (self.is_complex()) { // as the CPU: real and imaginary parts each N(mean, std^2 / 2)
+		at::Tensor parts = at::view_as_real(self);
+		normal_i(parts, mean, std / std::sqrt(2.0), gen);
+		return self;
+	}
 	NEURON_NATIVE("normal_");
 	TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ expects a floating tensor, got ", self.scalar_type());
 	TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
@@ -74,6 +80,11 @@ Tensor &normal_i(Tensor &self, double mean, double std, std::optional<at::Genera
 
 Tensor &uniform_i(Tensor &self, double from, double to, std::optional<at::Generator> gen)
 {
+	if (self.is_complex()) { // as the CPU: real and imaginary parts each uniform
+		at::Tensor parts = at::view_as_real(self);
+		uniform_i(parts, from, to, gen);
+		return self;
+	}
 	NEURON_NATIVE("uniform_");
 	TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ expects a floating tensor, got ", self.scalar_type());
 	TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);

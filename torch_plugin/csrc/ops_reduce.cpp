@@ -1,4 +1,4 @@
-// Reductions composed of the chip's SUM / MEAN / AMAX: vector norms (1, 2), var/std,
+// Reductions composed of the chip's SUM / MEAN / AMAX: vector norms (any order), var/std,
 // amin/min, all/any.
 #include "cmds.h"
 
@@ -13,21 +13,37 @@ namespace {
 
 // ---- norms and variance ----
 
-Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
+Tensor vector_norm(const Tensor &self_in, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
 		   std::optional<c10::ScalarType> dtype)
 {
 	NEURON_NATIVE("linalg_vector_norm");
 	const double o = ord.toDouble();
-	if (!float_dev(self) || (o != 2.0 && o != 1.0) || dtype) {
+	if (!float_dev(self_in) || (dtype && (!at::isFloatingType(*dtype) || chip_dtype(*dtype) == NEURON_DTYPE_INVALID))) {
 		note_fallback("linalg_vector_norm");
-		return at::linalg_vector_norm(self.cpu(), ord, dim, keepdim, dtype).to(self.device());
+		return at::linalg_vector_norm(self_in.cpu(), ord, dim, keepdim, dtype).to(self_in.device());
+	}
+	const Tensor self = dtype && *dtype != self_in.scalar_type() ? self_in.to(*dtype) : self_in;
+	const int64_t mask = dim_mask(self, dim);
+	if (o != 2.0 && o != 1.0) { // inf, -inf, 0 and other p composed of native ops
+		std::vector<int64_t> dv;
+		for (int64_t i = 0; i < self.dim(); ++i)
+			if ((mask >> i) & 1)
+				dv.push_back(i);
+		const Tensor a = at::abs(self);
+		Tensor r;
+		if (std::isinf(o))
+			r = o > 0 ? at::amax(a, dv, keepdim) : at::amin(a, dv, keepdim);
+		else if (o == 0)
+			r = at::sum(a != 0, dv, keepdim, self.scalar_type());
+		else
+			r = at::pow(at::sum(at::pow(a, o), dv, keepdim), 1.0 / o);
+		return r;
 	}
 	Tensor t = at::empty(self.sizes(), self.options());
 	if (o == 2.0)
 		binary_op(NEURON_OP_MUL, t, self, self);
 	else
 		math_cmd(t, self, NEURON_UNARY_ABS);
-	const int64_t mask = dim_mask(self, dim);
 	Tensor r = at::empty(keep_shape(self, mask), self.options());
 	reduce_cmd(NEURON_OP_SUM, r, t, mask);
 	if (o == 2.0)
@@ -109,7 +125,15 @@ Tensor &all_any_dim_o(bool all, const Tensor &self, int64_t dim, bool keepdim, T
 	const auto shape = keepdim ? keep_shape(self, mask) : drop_shape(self, mask);
 	if (out.sizes() != c10::IntArrayRef(shape))
 		out.resize_(shape);
-	if (!chip_ok(self) || out.scalar_type() != c10::kBool || self.dim() == 0 || self.numel() == 0) {
+	if (chip_ok(self) && out.scalar_type() == c10::kBool && (self.dim() == 0 || self.numel() == 0)) {
+		// One element (0-d) is its own truth value; an empty dim is all true / none true.
+		if (self.dim() == 0)
+			cmp_scalar_cmd(out, self, NEURON_CMP_NE, 0.0);
+		else
+			fill_cmd(out, all);
+		return out;
+	}
+	if (!chip_ok(self) || out.scalar_type() != c10::kBool) {
 		note_fallback(all ? "all" : "any");
 		out.copy_(all ? at::all(self.cpu(), dim, keepdim) : at::any(self.cpu(), dim, keepdim));
 		return out;

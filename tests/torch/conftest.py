@@ -51,12 +51,31 @@ def stop_daemon(p, d):
     shutil.rmtree(d, ignore_errors=True)
 
 
+_session_daemon = None
+
+
+def pytest_configure(config):
+    # Started before collection: PyTorch's device-generic tests
+    # (test_opinfo_device.py) are instantiated at import only for an available device.
+    global _session_daemon
+    if config.option.collectonly or os.environ.get("NEURON_PYTEST_NO_DAEMON") == "1":
+        return
+    _session_daemon = start_daemon()
+    os.environ["NEURON_SOCKET"] = _session_daemon[1]
+
+
+def pytest_unconfigure(config):
+    global _session_daemon
+    if _session_daemon is not None:
+        stop_daemon(_session_daemon[0], _session_daemon[2])
+        _session_daemon = None
+
+
 @pytest.fixture(scope="session", autouse=True)
 def neurond():
-    p, sock, d = start_daemon()
-    os.environ["NEURON_SOCKET"] = sock
-    yield sock
-    stop_daemon(p, d)
+    if _session_daemon is None:  # --collect-only: no daemon was started
+        pytest.skip("no neurond in this session")
+    yield _session_daemon[1]
 
 
 def run_python(code, env=None, timeout=120):

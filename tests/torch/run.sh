@@ -12,6 +12,9 @@ cd "$root"
 # scipy (reference distributions of the RNG tests); pyarrow (the profiler's
 # Parquet export; its test skips with a reason without it).
 python3 -c 'import pytest, scipy, pyarrow' 2>/dev/null || python3 -m pip install -q pytest scipy pyarrow
+# torch.testing._internal (the OpInfo database the sweep and the device-generic
+# tests read) imports expecttest.
+python3 -c 'import expecttest' 2>/dev/null || python3 -m pip install -q expecttest
 # Build and install the plugin first (idempotent, incremental).
 if ! bash torch_plugin/build.sh >build/torch-plugin-build.log 2>&1; then
 	tail -n 40 build/torch-plugin-build.log

@@ -238,7 +238,9 @@ DAEMON_TEST(contract, observers_hold_nothing)
 	h.mutable_hello()->set_api_major(1);
 	h.mutable_hello()->set_observer(true);
 	cr_assert(call_ok(c, h).has_hello());
-	const uint64_t used = hbm_used(connect("witness"));
+	neuron_client *before = connect("witness");
+	const uint64_t used = hbm_used(before);
+	neuron_disconnect(before);
 	api::Request a;
 	a.mutable_alloc_device()->set_size(1 << 20);
 	expect_code(call_ok(c, a), api::ERROR_PERMISSION_DENIED, "AllocDevice from an observer");

@@ -12,6 +12,7 @@
 #include "special_math.h"
 #include "vmath.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -97,6 +98,21 @@ Result run_special_binary(const neuron_cmd &cmd, std::span<const View> v, int ma
 	const double *f = cmd.fscalars.f;
 	if (!is_floating(v[0].dtype))
 		return run_integer_division(fn, v, max_threads);
+	if (is_polynomial(fn)) {
+		// Degrees first, so that no element runs a recurrence of unbounded length.
+		std::atomic<bool> too_high{false};
+		pointwise<3>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
+			double b[kBlock];
+			load_block<double>(b, q[2], s[2], n, v[2].dtype);
+			for (int64_t i = 0; i < n; ++i)
+				if (b[i] > kMaxPolynomialDegree)
+					too_high.store(true, std::memory_order_relaxed);
+		});
+		if (too_high.load())
+			return exec_fault("a polynomial degree above the device's limit of " +
+					  std::to_string(static_cast<int>(kMaxPolynomialDegree)) + " (binary_math fn " +
+					  std::to_string(fn) + "): compute it on the CPU");
+	}
 	pointwise<3>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
 		double a[kBlock], b[kBlock];
 		load_block<double>(a, q[1], s[1], n, v[1].dtype);

@@ -162,6 +162,10 @@ double polynomial(int fn, double x, double nf)
 {
 	if (x != x || nf != nf)
 		return kNaN;
+	if (nf <= -1) // a negative degree gives 0 (and -inf is not cast)
+		return 0;
+	if (nf > kMaxPolynomialDegree) // run_special_binary faults before: not reached
+		return kNaN;
 	const int64_t n = static_cast<int64_t>(nf);
 	switch (fn) {
 	case NEURON_BINARY_CHEBYSHEV_T: return chebyshev(0, x, n);

@@ -23,6 +23,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -167,11 +169,52 @@ static void print_trace(int id)
 		printf("#   worker %d call %u: %s\n", id, i, fuzz_stats->trace[id][i % FUZZ_TRACE]);
 }
 
+/*
+ * The OOM kills in the fuzzer's memory cgroup so far (memory.events), -1 if it
+ * cannot tell. HBM is charged to its opener's cgroup: workers that allocate it,
+ * memfds and jobs until memory.max get killed by the cgroup's OOM killer, which
+ * is the charging working, not a crash.
+ */
+static long memcg_oom_kills(void)
+{
+	char cg[256] = "", path[512], key[64];
+	long n = -1, v;
+	FILE *f = fopen("/proc/self/cgroup", "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "0::%255s", cg) != 1)
+		cg[0] = 0;
+	fclose(f);
+	if (!cg[0])
+		return -1;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.events", cg);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld", key, &v) == 2)
+		if (!strcmp(key, "oom_kill"))
+			n = v;
+	fclose(f);
+	return n;
+}
+
+static long oom_kills_seen;
+
 /* A worker's end: 1 if it crashed. */
 static int reap(pid_t pid, int status, int id, const char *what)
 {
+	long oom;
+
 	if (WIFEXITED(status) && !WEXITSTATUS(status))
 		return 0;
+	oom = memcg_oom_kills();
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom > oom_kills_seen) {
+		oom_kills_seen++;
+		printf("# fuzz: %s %d killed by its memory cgroup's OOM killer (memory.max reached): not a crash\n",
+		       what, id);
+		return 0;
+	}
 	if (WIFSIGNALED(status))
 		printf("# fuzz: %s %d killed by signal %d (%s)\n", what, id,
 		       WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -286,6 +329,9 @@ int main(int argc, char **argv)
 	long taint0 = taint();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	oom_kills_seen = memcg_oom_kills();
+	if (oom_kills_seen < 0)
+		oom_kills_seen = 0;
 	while ((opt = getopt(argc, argv, "s:n:S:w:")) != -1) {
 		switch (opt) {
 		case 's': seconds = strtoull(optarg, NULL, 0); break;

@@ -65,7 +65,7 @@ if [ ! -x "$BIN" ] || [ "$(cat "$SUITE_WORK/kmd_test.stamp" 2>/dev/null)" != "$s
 		exit 0
 	fi
 	if ! g++ -static -s -fopenmp -o "$BIN" "${objs[@]}" /usr/lib/x86_64-linux-gnu/libdrm.a "$BLAS_A" \
-		-lpthread -lm >>"$SUITE_WORK/build.log" 2>&1; then
+		-lgfortran -lquadmath -lpthread -lm >>"$SUITE_WORK/build.log" 2>&1; then
 		tail -30 "$SUITE_WORK/build.log"
 		result_fail kmd_build "kmd_test did not link; see $SUITE_WORK/build.log"
 		exit 0

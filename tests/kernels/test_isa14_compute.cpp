@@ -7,6 +7,8 @@
 #include "ref.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace ref;
@@ -622,4 +624,32 @@ Test(isa14_special, binary_special_functions_and_polynomials)
 		return s;
 	}), 1e-5, "laguerre L");
 	expect_values(eval(B, NEURON_BINARY_CHEBYSHEV_T, {0.5, 1, -1}, {-1, 4, 3}), {0, 1, -1}, 0, "chebyshev edges");
+}
+
+// A polynomial's degree is work (one recurrence step each): past the device's limit
+// the command faults, naming it, instead of holding the core (fuzz-command once
+// timed out on a degree of ~1e18); a degree of -inf gives 0, as a negative one does.
+Test(isa14_special, polynomial_degree_limit)
+{
+	const Tensor x = Tensor::make(NEURON_DTYPE_F32, {3}), n = Tensor::make(NEURON_DTYPE_F32, {3}),
+		     out = Tensor::make(NEURON_DTYPE_F32, {3});
+	const double xs[] = {0.3, 0.5, 0.7}, ns[] = {2, 1e18, 3};
+	for (int64_t i = 0; i < 3; ++i) {
+		x.set(&i, xs[i]);
+		n.set(&i, ns[i]);
+	}
+	auto cmd = make_cmd(NEURON_OP_BINARY_MATH, {&out, &x, &n});
+	cmd.iscalars[0] = NEURON_BINARY_LEGENDRE_P;
+	cr_assert(!neuron::kernels::check_semantics(cmd));
+	const auto e = neuron::kernels::execute(cmd, std::vector<View>{out.view(), x.view(), n.view()}, 2);
+	cr_assert(e && e->message.find("limit of 1024") != std::string::npos, "a degree of 1e18 ran: %s",
+		  e ? e->message.c_str() : "no fault");
+	const double at_limit = 1024;
+	const int64_t one = 1;
+	n.set(&one, at_limit);
+	run(cmd, {&out, &x, &n});
+	const double minus_inf = -std::numeric_limits<double>::infinity();
+	n.set(&one, minus_inf);
+	run(cmd, {&out, &x, &n});
+	cr_assert_eq(out.get(&one), 0.0, "P_{-inf}(0.5) = %g, want 0", out.get(&one));
 }

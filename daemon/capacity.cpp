@@ -272,7 +272,7 @@ void Capacity::fill(api::CapacityReply *r, const std::vector<const Tenant *> &te
 			ci->set_home(to_api(l.home));
 			ci->set_holder(to_api(l.holder));
 			ci->set_lease_state(lease_state_name(l.state));
-			ci->set_busy_ns(sched::busy_now(k, neuron::detail::monotonic_ns()));
+			ci->set_busy_ns(sched::busy_now(k));
 			ci->set_commands(k.commands.load(std::memory_order_relaxed));
 			ci->set_tiles(k.tiles.load(std::memory_order_relaxed));
 			ci->set_last_tenant(k.last_tenant.load(std::memory_order_relaxed));

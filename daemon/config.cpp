@@ -33,8 +33,8 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 	app.add_option("--spin-us", c->spin_us, "how long an idle engine polls before it sleeps")
 		->check(CLI::Range(0, 100000));
 	app.add_option("--training-nice", c->training_nice,
-		       "nice value of an engine thread while it runs training tiles beside inference (0: off); "
-		       "a waking inference thread then preempts it at once")
+		       "nice value of an engine thread while it runs training tiles beside inference (0: off, the "
+		       "default); a waking inference thread then preempts it at once")
 		->check(CLI::Range(0, 19));
 	app.add_option("--log-level", c->log_level, "debug, info, warn or error")
 		->check(CLI::IsMember({"debug", "info", "warn", "error"}));

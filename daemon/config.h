@@ -20,7 +20,7 @@ struct Config {
 	uint64_t hbm_mib = 0;         // 0: the profile's
 	int threads_per_core = 0;     // 0: the host's CPU count
 	uint64_t spin_us = 50;
-	int training_nice = 10;
+	int training_nice = 0;
 	std::string log_level = "info";
 	std::string socket_group = "neuron";
 	std::string admin_group = "neuron-admin";

@@ -8,8 +8,11 @@
 
 #include "latency_histogram.h"
 
+#include <neuron/futex.h>
+
 #include <atomic>
 #include <cstdint>
+#include <thread>
 
 namespace neuron::sched {
 
@@ -19,6 +22,10 @@ struct CoreCounters {
 	// counts a long tile while it runs (a kmd job under TCG takes seconds), not all
 	// at its end, which made a window's busy fraction exceed 1.
 	std::atomic<uint64_t> running_since_ns{0};
+	// Odd while the engine ends a group (reads its end time, adds it to busy_ns,
+	// clears running_since_ns): busy_now() waits, so that what it estimated for a
+	// running group never exceeds what the engine then adds.
+	std::atomic<uint64_t> busy_seq{0};
 	std::atomic<uint64_t> commands{0};
 	std::atomic<uint64_t> tiles{0};
 	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far, wall time (host preemption included)
@@ -38,16 +45,22 @@ struct CoreCounters {
 	std::atomic<uint8_t> last_pool{0};     // its pool (chip::Pool)
 };
 
-// Busy time up to `now` (monotonic ns), the running tile group included. The
-// engine adds a group to busy_ns before it clears running_since_ns: reading the
-// start twice around busy_ns and retrying when it moved never counts a group
-// twice or not at all.
-inline uint64_t busy_now(const CoreCounters &c, uint64_t now)
+// Busy time up to now, the running tile group included; never less than an
+// earlier call returned. A seqlock on busy_seq: a read that overlapped the end of
+// a group is retried, and a clean one took its clock before the engine took the
+// group's end time, so the group's share it estimated is at most what is added.
+inline uint64_t busy_now(const CoreCounters &c)
 {
 	for (;;) {
-		const uint64_t since = c.running_since_ns.load(std::memory_order_acquire);
-		const uint64_t busy = c.busy_ns.load(std::memory_order_acquire);
-		if (c.running_since_ns.load(std::memory_order_acquire) == since)
+		const uint64_t seq = c.busy_seq.load();
+		if (seq & 1) {
+			std::this_thread::yield();
+			continue;
+		}
+		const uint64_t since = c.running_since_ns.load();
+		const uint64_t busy = c.busy_ns.load();
+		const uint64_t now = neuron::detail::monotonic_ns();
+		if (c.busy_seq.load() == seq)
 			return busy + (since != 0 && now > since ? now - since : 0);
 	}
 }

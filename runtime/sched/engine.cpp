@@ -230,8 +230,11 @@ Engine::Step Engine::step(LogicalCore &l)
 	uint64_t longest = 0;
 	const bool tiled = f.plan.tiles > 1;
 	const Outcome out = tiled ? runner_->run_tiles(l, f, ctx, &longest) : runner_->run_whole(l, f, ctx, &longest);
-	// The core's time is the group's wall time, however many threads it used.
+	// The core's time is the group's wall time, however many threads it used;
+	// its end is taken inside busy_seq's odd window (counters.h, busy_now).
+	counters_.busy_seq.fetch_add(1);
 	charge(l, monotonic_ns() - start);
+	counters_.busy_seq.fetch_add(1);
 	f.last_tile_ns = longest;
 	if (!tiled && out.kind == Outcome::Done)
 		count_tile(l, longest);
@@ -282,8 +285,8 @@ void Engine::record_tile(LogicalCore &l, uint64_t wall_ns, uint64_t cpu_ns, bool
 // Charges `wall_ns` of this core's time to l: utilisation and fair share.
 void Engine::charge(LogicalCore &l, uint64_t wall_ns)
 {
-	counters_.busy_ns.fetch_add(wall_ns, std::memory_order_release);
-	counters_.running_since_ns.store(0, std::memory_order_release); // after busy_ns: busy_now()
+	counters_.busy_ns.fetch_add(wall_ns);
+	counters_.running_since_ns.store(0);
 	sched_.record_turn(wall_ns);
 	counters_.last_tenant.store(l.tenant(), std::memory_order_relaxed);
 	counters_.last_pool.store(static_cast<uint8_t>(l.pool()), std::memory_order_relaxed);

@@ -3,7 +3,9 @@
 // every backend (the scheduler's engines write it whatever runs the tiles).
 //
 // Written by the core's engine thread and its tile threads, read by telemetry
-// (relaxed atomics; the histograms are lock-free).
+// (relaxed atomics; the histograms are lock-free), except busy time: busy_ns,
+// running_since_ns and busy_seq are written by the engine thread alone and read
+// together through busy_now()'s seqlock.
 #pragma once
 
 #include "latency_histogram.h"

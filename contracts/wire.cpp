@@ -133,26 +133,31 @@ std::string encode_frame(const google::protobuf::MessageLite &msg)
 	return out;
 }
 
+ssize_t send_part(int sock, const char *data, size_t size, int fd, bool dontwait)
+{
+	struct iovec iov = {const_cast<char *>(data), size};
+	struct msghdr msg = {};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+	if (fd >= 0) {
+		std::memset(control, 0, sizeof(control));
+		msg.msg_control = control;
+		msg.msg_controllen = sizeof(control);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0));
+}
+
 int send_frame(int sock, const std::string &frame, int fd, bool dontwait)
 {
 	size_t sent = 0;
 	while (sent < frame.size()) {
-		struct iovec iov = {const_cast<char *>(frame.data()) + sent, frame.size() - sent};
-		struct msghdr msg = {};
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-		if (sent == 0 && fd >= 0) {
-			std::memset(control, 0, sizeof(control));
-			msg.msg_control = control;
-			msg.msg_controllen = sizeof(control);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-		}
-		ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0));
+		const ssize_t n = send_part(sock, frame.data() + sent, frame.size() - sent, sent == 0 ? fd : -1, dontwait);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h> // ssize_t
+
 namespace google::protobuf { class MessageLite; }
 
 namespace neuron::wire {
@@ -68,6 +70,10 @@ std::string encode_frame(const google::protobuf::MessageLite &msg);
 // Sends a whole frame, attaching `fd` (if >= 0) to its first byte. Blocking unless
 // the socket is non-blocking; with dontwait, EAGAIN is an error. Returns 0 or errno.
 int send_frame(int sock, const std::string &frame, int fd, bool dontwait);
+// One sendmsg of [data, data + size) with descriptor fd (if >= 0) on its first
+// byte: what send_frame repeats, for senders that keep their own progress (the
+// daemon's per-connection outbox). Returns sendmsg's result (errno set).
+ssize_t send_part(int sock, const char *data, size_t size, int fd, bool dontwait);
 
 // Reads what is available (one recvmsg) into the decoder, with the descriptors
 // that came along. With one_frame, never past the end of the frame being received

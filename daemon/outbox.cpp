@@ -72,22 +72,8 @@ Outbox::Flush Outbox::flush(int sock, int *err)
 		if (frames_.empty() && !stage_event())
 			return Flush::Done;
 		Frame &f = frames_.front();
-		struct iovec iov = {f.bytes.data() + sent_, f.bytes.size() - sent_};
-		struct msghdr msg = {};
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-		if (sent_ == 0 && f.fd >= 0) {
-			std::memset(control, 0, sizeof(control));
-			msg.msg_control = control;
-			msg.msg_controllen = sizeof(control);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			std::memcpy(CMSG_DATA(c), &f.fd, sizeof(int));
-		}
-		const ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		const ssize_t n = wire::send_part(sock, f.bytes.data() + sent_, f.bytes.size() - sent_,
+						  sent_ == 0 ? f.fd : -1, true);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

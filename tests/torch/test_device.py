@@ -11,6 +11,15 @@ def test_autoload_without_import(neurond):
     assert r.stdout.strip() == "neuron:0 True"
 
 
+def test_import_torch_neuron_before_torch(neurond):
+    # `import torch_neuron` first: its own `import torch` runs the autoload entry point
+    # on the half-imported module (this failed with "partially initialized module").
+    r = run_python("import torch_neuron\nimport torch\nt = torch.arange(4.0, device='neuron')\n"
+                   "print(t.device, (t * 2).cpu().tolist())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "neuron:0 [0.0, 2.0, 4.0, 6.0]"
+
+
 def test_no_daemon_error_says_how_to_start():
     r = run_python("import torch\ntry:\n    torch.randn(3).to('neuron')\nexcept RuntimeError as e:\n    print('ERR', e)",
                    env={"NEURON_SOCKET": "/nonexistent/neurond.sock"})

@@ -13,7 +13,18 @@ rebuild, and ``torch.neuron.is_available()`` is False.
 import os
 import warnings
 
-import torch
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group, called at the end of ``import torch``.
+
+    Defined before ``import torch`` below: when a script imports torch_neuron first,
+    that import of torch runs this entry point on this half-initialised module, and a
+    missing attribute would make torch's import fail. Loading is done by the last
+    lines of this module either way (the entry point imports it), so this is empty.
+    """
+
+
+import torch  # noqa: E402
 
 __all__ = ["fallback_ops", "native_ops", "reset_op_counts", "load_error"]
 
@@ -99,11 +110,6 @@ def _patch_printing():
 
     _tensor_str._neuron = True
     ts._tensor_str = _tensor_str
-
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: called at the end of ``import torch``."""
-    _load()
 
 
 def load_error():

@@ -29,17 +29,9 @@ die() { echo "[build-packages] error: $*" >&2; exit 1; }
 # --- build dependencies ----------------------------------------------------------
 # Debian 12's Meson (1.0) is older than the build needs (>= 1.1): bookworm-backports
 # has 1.7. Only meson comes from there.
-if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	say "adding bookworm-backports (/etc/apt/sources.list.d/bookworm-backports.sources) for meson"
-	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<'SRC'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-	apt-get update -qq
-fi
+# shellcheck source=../tools/setup/backports.sh
+. "$root/tools/setup/backports.sh"
+ensure_bookworm_backports || apt-get update -qq
 build_tools=(dpkg-dev debhelper dh-dkms bash-completion lintian help2man ccache fakeroot)
 build_deps=(g++ libboost-dev libboost-system-dev libcli11-dev libdrm-dev libncurses-dev libopenblas-dev
 	libprotobuf-dev ninja-build nlohmann-json3-dev pkgconf protobuf-compiler)

@@ -60,17 +60,9 @@ apt_update() {
 
 # --- 1. packages -------------------------------------------------------------
 ensure_backports() {
-	if grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null; then
-		return
-	fi
-	say "adding bookworm-backports: /etc/apt/sources.list.d/bookworm-backports.sources"
-	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<'SRC'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+	# shellcheck source=../../tools/setup/backports.sh
+	. "$ROOT/tools/setup/backports.sh"
+	ensure_bookworm_backports && return
 	APT_UPDATED=0
 	apt_update
 }

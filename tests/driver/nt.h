@@ -79,6 +79,9 @@ struct nt_sync { uint32_t handle; uint64_t point; };
 int nt_dma(int fd, uint32_t q, uint32_t src, uint64_t soff, uint32_t dst,
 	   uint64_t doff, uint64_t size, const struct nt_sync *in,
 	   const struct nt_sync *out);
+/* One DMA job of n copies of size bytes from src to dst (both at offset 0). */
+int nt_dma_repeat(int fd, uint32_t src, uint32_t dst, uint32_t n,
+		  uint64_t size, const struct nt_sync *out);
 /* A compute job: cmd {op, arg}, BO list with bo[0] READ|WRITE. */
 int nt_compute(int fd, uint32_t core, uint32_t op, uint32_t arg,
 	       uint32_t bo, const struct nt_sync *in, const struct nt_sync *out);

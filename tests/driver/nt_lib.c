@@ -218,6 +218,26 @@ int nt_dma(int fd, uint32_t q, uint32_t src, uint64_t soff, uint32_t dst,
 	return nt_submit(fd, &s, bos, src == dst ? 1 : 2, in, out);
 }
 
+int nt_dma_repeat(int fd, uint32_t src, uint32_t dst, uint32_t n,
+		  uint64_t size, const struct nt_sync *out)
+{
+	static struct drm_neuron_dma_copy c[DRM_NEURON_MAX_DMA_COPIES];
+	struct drm_neuron_submit_bo bos[2] = {
+		{ src, DRM_NEURON_BO_ACCESS_READ },
+		{ dst, DRM_NEURON_BO_ACCESS_WRITE },
+	};
+	struct drm_neuron_submit s = {
+		.queue_type = DRM_NEURON_QUEUE_DMA,
+		.copies = (uintptr_t)c, .copy_count = n, .copy_stride = sizeof(c[0]),
+	};
+	uint32_t i;
+
+	/* n may exceed the limit on purpose: the copies past it are never read. */
+	for (i = 0; i < n && i < DRM_NEURON_MAX_DMA_COPIES; i++)
+		c[i] = (struct drm_neuron_dma_copy){ 0, 1, 0, 0, size };
+	return nt_submit(fd, &s, bos, 2, NULL, out);
+}
+
 int nt_compute(int fd, uint32_t core, uint32_t op, uint32_t arg,
 	       uint32_t bo, const struct nt_sync *in, const struct nt_sync *out)
 {

@@ -53,28 +53,6 @@ NT_TEST(x_cycle_work)
 	OK(nt_dma(fd, 0, src, 0, dev, 0, MIB, NULL, NULL));
 }
 
-/* A DMA job of n copies of 8 MiB between two host BOs. */
-static int long_dma(int fd, uint32_t src, uint32_t dst, uint32_t n,
-		    const struct nt_sync *out)
-{
-	static struct drm_neuron_dma_copy c[DRM_NEURON_MAX_DMA_COPIES];
-	struct drm_neuron_submit_bo bos[2] = {
-		{ src, DRM_NEURON_BO_ACCESS_READ }, { dst, DRM_NEURON_BO_ACCESS_WRITE },
-	};
-	struct drm_neuron_sync so = { out ? out->handle : 0, 0, 0 };
-	struct drm_neuron_submit s = {
-		.queue_type = DRM_NEURON_QUEUE_DMA, .bos = (uintptr_t)bos,
-		.bo_count = 2, .bo_stride = sizeof(bos[0]), .sync_stride = sizeof(so),
-		.out_syncs = (uintptr_t)&so, .out_sync_count = out ? 1 : 0,
-		.copies = (uintptr_t)c, .copy_count = n, .copy_stride = sizeof(c[0]),
-	};
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		c[i] = (struct drm_neuron_dma_copy){ 0, 1, 0, 0, 8 * MIB };
-	return ioctl(fd, DRM_IOCTL_NEURON_SUBMIT, &s) ? -errno : 0;
-}
-
 /* Loaded with job_timeout_ms=10: a 1 GiB DMA job overruns, like compute. */
 NT_TEST(x_dma_timeout)
 {
@@ -85,14 +63,14 @@ NT_TEST(x_dma_timeout)
 	struct drm_neuron_reset_status r = { 0 };
 	long long resets = nt_sysfs(0, "resets");
 
-	OK(long_dma(fd, src, dst, 128, &s));
+	OK(nt_dma_repeat(fd, src, dst, 128, 8 * MIB, &s));
 	OK(nt_syncobj_wait(fd, s.handle, 0, 20000));
 	CHECK(nt_fence_status(fd, s.handle) == -ETIMEDOUT, "status %d",
 	      nt_fence_status(fd, s.handle));
 	OK(ioctl(fd, DRM_IOCTL_NEURON_GET_RESET_STATUS, &r));
 	CHECK(r.status == DRM_NEURON_CONTEXT_BANNED && r.guilty_jobs == 1);
 	CHECK(nt_sysfs(0, "resets") == resets + 1);
-	CHECK(long_dma(fd, src, dst, 1, NULL) == -ECANCELED);
+	CHECK(nt_dma_repeat(fd, src, dst, 1, 8 * MIB, NULL) == -ECANCELED);
 	/* Another file's small job is fine. */
 	OK(nt_dma(other, 0, h, 0, h, 2048, 16, NULL, NULL));
 	OK(nt_bo_wait(other, h, 5000));
@@ -110,7 +88,7 @@ NT_TEST(x_rmmod_during_long_dma)
 	uint32_t src = nt_bo(fd, 8 * MIB, 0), dst = nt_bo(fd, 8 * MIB, 0);
 	uint64_t t0;
 
-	OK(long_dma(fd, src, dst, 128, NULL));
+	OK(nt_dma_repeat(fd, src, dst, 128, 8 * MIB, NULL));
 	close(fd);	/* the job keeps running: it holds its BOs */
 	t0 = nt_now_ns();
 	CHECK(system("rmmod neuron") == 0, "rmmod with a DMA job running");

@@ -27,28 +27,6 @@ NT_TEST(limits_announced)
 	CHECK(nt_param(fd, DRM_NEURON_PARAM_DMA_MASK) == 3);
 }
 
-/* One DMA job of n copies of COPY bytes between two host BOs. */
-static int dma_copies(int fd, uint32_t src, uint32_t dst, uint32_t n,
-		      const struct nt_sync *out)
-{
-	static struct drm_neuron_dma_copy c[DRM_NEURON_MAX_DMA_COPIES];
-	struct drm_neuron_submit_bo bos[2] = {
-		{ src, DRM_NEURON_BO_ACCESS_READ }, { dst, DRM_NEURON_BO_ACCESS_WRITE },
-	};
-	struct drm_neuron_sync so = { out ? out->handle : 0, 0, 0 };
-	struct drm_neuron_submit s = {
-		.queue_type = DRM_NEURON_QUEUE_DMA, .bos = (uintptr_t)bos,
-		.bo_count = 2, .bo_stride = sizeof(bos[0]), .sync_stride = sizeof(so),
-		.out_syncs = (uintptr_t)&so, .out_sync_count = out ? 1 : 0,
-		.copies = (uintptr_t)c, .copy_count = n, .copy_stride = sizeof(c[0]),
-	};
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		c[i] = (struct drm_neuron_dma_copy){ 0, 1, 0, 0, COPY };
-	return ioctl(fd, DRM_IOCTL_NEURON_SUBMIT, &s) ? -errno : 0;
-}
-
 /* A DMA job copies at most MAX_DMA_BYTES in all (it used to be 256 BOs). */
 NT_TEST(limits_dma_job_bytes)
 {
@@ -57,10 +35,10 @@ NT_TEST(limits_dma_job_bytes)
 	struct nt_sync s = { nt_syncobj(fd), 0 };
 	int st;
 
-	CHECK(dma_copies(fd, src, dst, 129, NULL) == -EINVAL, "1032 MiB accepted");
-	CHECK(dma_copies(fd, src, dst, 256, NULL) == -EINVAL);
+	CHECK(nt_dma_repeat(fd, src, dst, 129, COPY, NULL) == -EINVAL, "1032 MiB accepted");
+	CHECK(nt_dma_repeat(fd, src, dst, 256, COPY, NULL) == -EINVAL);
 	/* Exactly the budget is accepted (and may overrun the timeout here). */
-	OK(dma_copies(fd, src, dst, 128, &s));
+	OK(nt_dma_repeat(fd, src, dst, 128, COPY, &s));
 	OK(nt_syncobj_wait(fd, s.handle, 0, 20000));
 	st = nt_fence_status(fd, s.handle);
 	CHECK(st == 1 || st == -ETIMEDOUT, "status %d", st);

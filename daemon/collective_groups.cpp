@@ -106,12 +106,18 @@ void CollectiveGroups::join(const Tenant &channel, const api::CollectiveJoin &re
 	for (auto &[id, candidate] : groups_) {
 		if (candidate.name == req.group() && !candidate.formed && candidate.broken.empty())
 			g = &candidate;
-		for (const auto &m : candidate.members)
-			if (m && !m->gone && (m->tenant == member->id() || m->channel == channel.id()) &&
-			    candidate.broken.empty() && candidate.name == req.group())
+		for (const auto &m : candidate.members) {
+			// A channel serves one group (which bounds the groups by connections);
+			// a tenant may be in several groups, as one rank of each.
+			if (m && !m->gone && m->channel == channel.id())
 				return answer_error(waiting, api::ERROR_INVALID_ARGUMENT,
-						    "CollectiveJoin: this tenant or connection is already a member of group '" +
-							    req.group() + "'");
+						    "CollectiveJoin: this connection is already a member of group '" +
+							    candidate.name + "' (open one connection per group)");
+			if (m && !m->gone && m->tenant == member->id() && g == &candidate)
+				return answer_error(waiting, api::ERROR_INVALID_ARGUMENT,
+						    "CollectiveJoin: tenant " + std::to_string(member->id()) +
+							    " is already a rank of group '" + req.group() + "'");
+		}
 	}
 	if (!g) {
 		const uint64_t id = next_group_++;

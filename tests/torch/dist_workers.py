@@ -207,7 +207,8 @@ def ddp_train(rank, world, store_path, steps, global_batch):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return {"losses": losses, "params": [p.detach().cpu() for p in model.parameters()]}
+    # numpy arrays travel by value (a tensor would be shared memory of a process that exits)
+    return {"losses": losses, "params": [p.detach().cpu().numpy() for p in model.parameters()]}
 
 
 def barrier_waits(rank, world, store_path):

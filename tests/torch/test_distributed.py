@@ -123,4 +123,4 @@ def test_ddp_matches_single_process():
         assert abs(a - b) < 1e-4, f"step {i}: DDP loss {a} vs single-process {b}"
     for r in range(WORLD):
         for p, q in zip(res[r]["params"], ref_params):
-            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-4, atol=1e-5)

@@ -3,6 +3,7 @@
 #include "dtype.h"
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 namespace neuron::kernels {
@@ -14,60 +15,75 @@ namespace {
 template <class C, bool = std::is_integral_v<C>> struct Wrapping { using type = C; };
 template <class C> struct Wrapping<C, true> { using type = std::make_unsigned_t<C>; };
 
-template <class C> inline C combine(C a, C b, CollectiveReduce op)
+template <CollectiveReduce Op, class C> inline C combine(C a, C b)
 {
 	using W = typename Wrapping<C>::type;
-	switch (op) {
-	case CollectiveReduce::Max:
-		return std::max(a, b);
-	case CollectiveReduce::Min:
-		return std::min(a, b);
-	case CollectiveReduce::Product:
+	if constexpr (Op == CollectiveReduce::Max || Op == CollectiveReduce::Min) {
+		// NaN wins, as torch.maximum/minimum (std::max would drop it).
+		if constexpr (std::is_floating_point_v<C>)
+			if (a != a || b != b)
+				return a != a ? a : b;
+		return Op == CollectiveReduce::Max ? (a < b ? b : a) : (b < a ? b : a);
+	} else if constexpr (Op == CollectiveReduce::Product) {
 		return static_cast<C>(static_cast<W>(a) * static_cast<W>(b));
-	default: // Sum, and Avg before its division
+	} else { // Sum, and Avg before its division
 		return static_cast<C>(static_cast<W>(a) + static_cast<W>(b));
 	}
 }
 
-// NaN wins in max/min, as torch.maximum/minimum (std::max would drop it).
-template <class C> inline C combine_nan(C a, C b, CollectiveReduce op)
+// Whole-buffer passes for types computed in their own storage type (float,
+// integers): dst = src0 op src1, then dst = dst op src_r: loops the compiler
+// vectorises (dst may be one of the sources: each element is read before written).
+template <class S, CollectiveReduce Op> void reduce_passes(std::byte *dst, const std::byte *const *srcs, int n,
+							    uint64_t count)
 {
-	if constexpr (std::is_floating_point_v<C>)
-		if ((op == CollectiveReduce::Max || op == CollectiveReduce::Min) && (a != a || b != b))
-			return a != a ? a : b;
-	return combine(a, b, op);
+	for (int r = 1; r < n; ++r) {
+		const std::byte *a = r == 1 ? srcs[0] : dst;
+		const std::byte *b = srcs[r];
+		for (uint64_t i = 0; i < count; ++i)
+			st<S>(dst + i * sizeof(S), combine<Op>(ld<S>(a + i * sizeof(S)), ld<S>(b + i * sizeof(S))));
+	}
+	if (n == 1 && dst != srcs[0])
+		std::memmove(dst, srcs[0], count * sizeof(S));
+	if constexpr (Op == CollectiveReduce::Avg)
+		for (uint64_t i = 0; i < count; ++i)
+			st<S>(dst + i * sizeof(S), static_cast<S>(ld<S>(dst + i * sizeof(S)) / static_cast<S>(n)));
+}
+
+// Half types: combined in float, rounded after every step as a chain of torch ops on
+// bf16/f16 does.
+template <class S, CollectiveReduce Op> void reduce_half(std::byte *dst, const std::byte *const *srcs, int n,
+							  uint64_t count)
+{
+	for (uint64_t i = 0; i < count; ++i) {
+		const uint64_t off = i * sizeof(S);
+		float acc = to_float(ld<S>(srcs[0] + off));
+		for (int r = 1; r < n; ++r)
+			acc = to_float(from_float<S>(combine<Op>(acc, to_float(ld<S>(srcs[r] + off)))));
+		if constexpr (Op == CollectiveReduce::Avg)
+			acc = acc / static_cast<float>(n);
+		st<S>(dst + off, from_float<S>(acc));
+	}
+}
+
+template <class S, CollectiveReduce Op> void reduce_op(std::byte *dst, const std::byte *const *srcs, int n,
+							uint64_t count)
+{
+	if constexpr (is_floating_storage<S> && !std::is_same_v<S, float>)
+		reduce_half<S, Op>(dst, srcs, n, count);
+	else
+		reduce_passes<S, Op>(dst, srcs, n, count);
 }
 
 template <class S> void reduce_typed(std::byte *dst, const std::byte *const *srcs, int n, uint64_t count,
 				     CollectiveReduce op)
 {
-	// Compute type: float for floating storage, the storage type itself for integers
-	// (so int64 sums stay exact and wrap as PyTorch's do).
-	using C = std::conditional_t<is_floating_storage<S>, float, S>;
-	const auto load = [](const std::byte *p) {
-		if constexpr (is_floating_storage<S>)
-			return to_float(ld<S>(p));
-		else
-			return ld<S>(p);
-	};
-	const auto store = [](std::byte *p, C v) {
-		if constexpr (is_floating_storage<S>)
-			st<S>(p, from_float<S>(v));
-		else
-			st<S>(p, v);
-	};
-	for (uint64_t i = 0; i < count; ++i) {
-		const uint64_t off = i * sizeof(S);
-		C acc = load(srcs[0] + off);
-		for (int r = 1; r < n; ++r) {
-			acc = combine_nan(acc, load(srcs[r] + off), op);
-			// Half types round after every step, as a chain of torch.add on bf16 does.
-			if constexpr (is_floating_storage<S> && !std::is_same_v<S, float>)
-				acc = to_float(from_float<S>(acc));
-		}
-		if (op == CollectiveReduce::Avg)
-			acc = acc / static_cast<C>(n);
-		store(dst + off, acc);
+	switch (op) {
+	case CollectiveReduce::Sum: return reduce_op<S, CollectiveReduce::Sum>(dst, srcs, n, count);
+	case CollectiveReduce::Avg: return reduce_op<S, CollectiveReduce::Avg>(dst, srcs, n, count);
+	case CollectiveReduce::Max: return reduce_op<S, CollectiveReduce::Max>(dst, srcs, n, count);
+	case CollectiveReduce::Min: return reduce_op<S, CollectiveReduce::Min>(dst, srcs, n, count);
+	case CollectiveReduce::Product: return reduce_op<S, CollectiveReduce::Product>(dst, srcs, n, count);
 	}
 }
 

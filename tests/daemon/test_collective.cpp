@@ -186,6 +186,11 @@ DAEMON_TEST(collective, a_member_that_leaves_is_named)
 	cr_assert(s == NEURON_ERR_ABORTED, "%s", describe(s).c_str());
 	cr_assert(msg.find("rank 1") != std::string::npos && msg.find("left") != std::string::npos, "%s", msg.c_str());
 	a.close();
+	// Once no member is connected, neurond frees the group (and says so in its log).
+	bool freed = false;
+	for (int i = 0; i < 100 && !freed; ++i, sleep_ms(50))
+		freed = g_daemon->log().find("collective.free") != std::string::npos;
+	cr_assert(freed, "the group was not freed; log tail:\n%s", g_daemon->log_tail().c_str());
 }
 
 DAEMON_TEST(collective, bad_operands_and_mismatches_are_refused)

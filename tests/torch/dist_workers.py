@@ -21,13 +21,14 @@ REDUCE = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.Reduce
           "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}
 
 
-def _init(rank, world, store_path, backend="cpu:gloo,neuron:neuron", timeout_s=60):
+def _init(rank, world, store_path, backend="cpu:gloo,neuron:neuron", timeout_s=60, **kw):
     store = dist.FileStore(store_path, world)
     # Every rank is up before the group (and its timeout) starts: importing torch
     # in a spawned process takes seconds on a loaded host.
     store.set(f"up{rank}", "1")
     store.wait([f"up{r}" for r in range(world)], timedelta(seconds=120))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s),
+                            **kw)
 
 
 def _run(fn, rank, world, store_path, queue, *args):
@@ -212,10 +213,11 @@ def ddp_train(rank, world, store_path, steps, global_batch):
 
 
 def barrier_waits(rank, world, store_path):
-    """Through the neuron backend alone: rank 0's barrier returns only after rank 1,
-    which comes 1.5 s late, entered it."""
+    """Through the neuron backend alone, chosen by device_id (no backend string):
+    rank 0's barrier returns only after rank 1, which comes 1.5 s late, entered it."""
     torch.neuron.set_device(0)
-    _init(rank, world, store_path, backend="neuron")
+    _init(rank, world, store_path, backend=None, device_id=torch.device("neuron", 0))
+    assert dist.get_backend() == "neuron", dist.get_backend()
     dist.barrier()  # both here
     if rank == 1:
         time.sleep(1.5)

@@ -83,6 +83,10 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 	  limits_(limit_totals(devices)), max_host_buffers_(max_map_count() / 2), telemetry_timer_(io),
 	  path_(config.socket_path), acceptor_(io)
 {
+	collectives_ = std::make_unique<CollectiveGroups>(io, [this](uint64_t id) -> const Tenant * {
+		auto it = sessions_.find(id);
+		return it == sessions_.end() || !it->second->tenant().greeted ? nullptr : &it->second->tenant();
+	});
 	if (auto err = limits_.parse(config.limits); !err.empty())
 		throw std::runtime_error("bad --limit: " + err);
 	if (auto err = validate_policy(policy_.config()); !err.empty())

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "capacity.h"
+#include "collective_groups.h"
 #include "config.h"
 #include "events.h"
 #include "leases.h"
@@ -38,6 +39,7 @@ public:
 	EventBus &events() { return events_; }
 	Capacity &capacity() { return capacity_; }
 	Policy &policy() { return policy_; }
+	CollectiveGroups &collectives() { return *collectives_; }
 	const Limits &limits() const { return limits_; }
 	// Host buffers all tenants hold, and how many neurond maps at most (half of
 	// vm.max_map_count: the mappings its rings and HBM need must stay possible).
@@ -71,6 +73,8 @@ private:
 	std::map<uint64_t, std::shared_ptr<Session>> sessions_;
 	uint64_t next_session_ = 1;
 	bool stopped_ = false;
+	// Last: its runner thread stops before the sessions and devices go.
+	std::unique_ptr<CollectiveGroups> collectives_;
 };
 
 } // namespace neuron::daemon

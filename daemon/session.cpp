@@ -65,6 +65,9 @@ void Session::close(const std::string &reason)
 		server_.events().unsubscribe(tenant_->id());
 	boost::system::error_code ignored;
 	socket_.close(ignored);
+	// Its collective groups break first (a collective still moving its data keeps
+	// its memory locked until done; release_all waits for that).
+	server_.collectives().session_gone(tenant_->id());
 	tenant_->release_all();
 	NLOG_INFO("tenant.disconnect", tenant_->log_fields() + " reason=" + quoted(reason));
 	if (tenant_->greeted && !tenant_->observer) {
@@ -176,12 +179,27 @@ bool Session::handle_frame(const std::string &payload, std::vector<int> fds)
 	const bool keep = dispatch(req, fds, &resp, &reply_fd);
 	for (int fd : fds) // descriptors the request did not take
 		::close(fd);
+	if (resp.body_case() == api::Response::BODY_NOT_SET && keep)
+		return !closed_; // deferred: a collective answers later (deferred_reply)
 	reply(resp, reply_fd);
 	if (!keep) {
 		close_after_flush(resp.has_error() ? resp.error().message() : "closed");
 		return false;
 	}
 	return !closed_;
+}
+
+std::function<void(api::Response &)> Session::deferred_reply(uint64_t request_id)
+{
+	// Posted: the answer may come from inside another session's close() or the
+	// registry's loops, which must not re-enter this session's pump.
+	return [weak = weak_from_this(), request_id](api::Response &resp) {
+		auto self = weak.lock();
+		if (!self || self->closed_)
+			return;
+		resp.set_request_id(request_id);
+		boost::asio::post(self->socket_.get_executor(), [self, resp]() mutable { self->reply(resp, -1); });
+	};
 }
 
 void Session::fail(api::Response *resp, api::ErrorCode code, const std::string &message)

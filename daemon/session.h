@@ -16,6 +16,7 @@
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,10 @@ public:
 	// Ends the session: the tenant's queues and memory go back at once.
 	void close(const std::string &reason);
 	const Tenant &tenant() const { return *tenant_; }
+	// Sends a response later to request `request_id` (control thread; nothing if
+	// the session closed meanwhile). dispatch() leaves the response's body unset
+	// for a request answered this way.
+	std::function<void(api::Response &)> deferred_reply(uint64_t request_id);
 	void roll_latency_window() { tenant_->roll_latency_window(); }
 
 private:

@@ -54,6 +54,13 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 	case api::Request::kPing:
 		resp->mutable_pong();
 		return true;
+	case api::Request::kCollectiveJoin:
+		// Answered when the group formed (or failed): the body stays unset now.
+		server_.collectives().join(t, req.collective_join(), deferred_reply(req.request_id()));
+		return true;
+	case api::Request::kCollectiveRun:
+		server_.collectives().run(t, req.collective_run(), deferred_reply(req.request_id()));
+		return true;
 	case api::Request::kListDevices:
 		list_devices(resp);
 		return true;

@@ -73,6 +73,9 @@ public:
 	// Runs once (later calls do nothing).
 	void release_all();
 	void fill_info(api::TenantInfo *info) const;
+	// Its backend context (null if the backend refused one): collective groups hold
+	// it while a collective uses the tenant's memory.
+	std::shared_ptr<backend::TenantContext> context() const { return ctx_; }
 
 private:
 	// "" or the API code and message of a backend's refusal.

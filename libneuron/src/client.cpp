@@ -25,6 +25,8 @@ neuron_status status_of(api::ErrorCode code)
 	case api::ERROR_PERMISSION_DENIED: return NEURON_ERR_PERMISSION;
 	case api::ERROR_VERSION_MISMATCH: return NEURON_ERR_VERSION;
 	case api::ERROR_PROTOCOL: return NEURON_ERR_PROTOCOL;
+	case api::ERROR_DEADLINE_EXCEEDED: return NEURON_ERR_TIMEOUT;
+	case api::ERROR_ABORTED: return NEURON_ERR_ABORTED;
 	default: return NEURON_ERR_INTERNAL;
 	}
 }

@@ -30,6 +30,7 @@ extern "C" const char *neuron_status_name(neuron_status s)
 	case NEURON_ERR_FAULT: return "NEURON_ERR_FAULT";
 	case NEURON_ERR_PROTOCOL: return "NEURON_ERR_PROTOCOL";
 	case NEURON_ERR_INTERNAL: return "NEURON_ERR_INTERNAL";
+	case NEURON_ERR_ABORTED: return "NEURON_ERR_ABORTED";
 	}
 	return "NEURON_ERR_UNKNOWN";
 }

@@ -78,6 +78,9 @@ def _load():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _patch_printing()
+    from . import _distributed
+
+    _distributed.register()
 
 
 def _register_unavailable():

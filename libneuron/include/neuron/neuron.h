@@ -44,6 +44,7 @@ typedef enum neuron_status {
 	NEURON_ERR_FAULT = -8,        /* the queue faulted (sticky): see neuron_queue_fault */
 	NEURON_ERR_PROTOCOL = -9,     /* malformed reply (a bug on one side) */
 	NEURON_ERR_INTERNAL = -10,
+	NEURON_ERR_ABORTED = -11,     /* a collective group broke (a member left or timed out) */
 } neuron_status;
 
 typedef struct neuron_client neuron_client;
@@ -192,6 +193,55 @@ struct neuron_tenant_info {
 /* Fills up to `capacity` entries; *count receives the number of tenants. */
 neuron_status neuron_list_tenants(neuron_client *client, struct neuron_tenant_info *tenants,
 				  uint32_t capacity, uint32_t *count);
+
+/* ---- collective groups (the ranks of a distributed job on one host) ----
+ *
+ * neurond moves and reduces the ranks' device buffers itself, device memory to
+ * device memory (contracts/neuron.proto, CollectiveJoin). Each rank opens a second
+ * connection of its process, its channel (neuron_connect with observer = 1), and
+ * joins the group for its own tenant (neuron_tenant_id of its main client) with a
+ * secret the ranks shared through their rendezvous. neuron_group_run blocks the
+ * calling thread until every rank arrived and the data moved; the tenant's main
+ * client stays usable meanwhile. The caller orders the run after the work that
+ * produced the inputs (wait for its queues first). Timeouts give NEURON_ERR_TIMEOUT
+ * and a rank that left NEURON_ERR_ABORTED, the message naming the ranks; either
+ * breaks the group for good. */
+enum neuron_collective_op {
+	NEURON_COLL_ALL_REDUCE = 1,     /* in/out: count elements */
+	NEURON_COLL_BROADCAST = 2,      /* in/out: count (root's input to every output) */
+	NEURON_COLL_ALL_GATHER = 3,     /* in: count; out: world * count */
+	NEURON_COLL_REDUCE_SCATTER = 4, /* in: world * count; out: count */
+	NEURON_COLL_BARRIER = 5,        /* count 0, no buffers */
+	NEURON_COLL_REDUCE = 6,         /* in: count; out (root only): count */
+	NEURON_COLL_GATHER = 7,         /* in: count; out (root only): world * count */
+	NEURON_COLL_SCATTER = 8,        /* in (root only): world * count; out: count */
+	NEURON_COLL_ALL_TO_ALL = 9,     /* in/out: world * count */
+};
+enum neuron_reduce_op {
+	NEURON_REDUCE_SUM = 0,
+	NEURON_REDUCE_AVG = 1,
+	NEURON_REDUCE_MAX = 2,
+	NEURON_REDUCE_MIN = 3,
+	NEURON_REDUCE_PRODUCT = 4,
+};
+struct neuron_collective {
+	uint32_t op;      /* enum neuron_collective_op */
+	uint32_t reduce;  /* enum neuron_reduce_op */
+	uint32_t dtype;   /* enum neuron_dtype */
+	uint32_t root;
+	uint32_t device;  /* this rank's device holding input and output */
+	uint32_t reserved; /* 0 */
+	uint64_t count;
+	uint64_t input;   /* device addresses of this rank's tenant (may be equal) */
+	uint64_t output;
+};
+/* Blocks until all world_size ranks joined (or timeout_ms ran out). */
+neuron_status neuron_group_join(neuron_client *channel, uint64_t tenant_id, const char *group,
+				const void *secret, size_t secret_len, uint32_t rank, uint32_t world_size,
+				uint32_t timeout_ms, uint64_t *group_id);
+/* seq: 0 for the group's first collective, then 1, 2, ... (the same on every rank). */
+neuron_status neuron_group_run(neuron_client *channel, uint64_t group_id, uint64_t seq,
+			       const struct neuron_collective *coll);
 
 /* ---- command encoding helpers ---- */
 /* A contiguous row-major descriptor of device memory. */

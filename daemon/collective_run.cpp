@@ -1,0 +1,244 @@
+#include "collective_run.h"
+
+#include <kernels/collective.h>
+#include <neuron/cmd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <shared_mutex>
+
+namespace neuron::daemon {
+
+namespace {
+
+using kernels::CollectiveReduce;
+
+// Elements per step: a step's sources and destination stay in the CPU's cache.
+constexpr uint64_t kChunkBytes = 256 * 1024;
+// Far above any HBM; keeps count * world_size * element size clear of overflow.
+constexpr uint64_t kMaxCount = uint64_t(1) << 40;
+
+uint64_t element_size(uint32_t dtype)
+{
+	switch (dtype) {
+	case NEURON_DTYPE_F32: case NEURON_DTYPE_I32: return 4;
+	case NEURON_DTYPE_BF16: case NEURON_DTYPE_F16: return 2;
+	case NEURON_DTYPE_I64: return 8;
+	default: return 1;
+	}
+}
+
+CollectiveReduce reduce_of(api::ReduceOp op)
+{
+	switch (op) {
+	case api::REDUCE_AVG: return CollectiveReduce::Avg;
+	case api::REDUCE_MAX: return CollectiveReduce::Max;
+	case api::REDUCE_MIN: return CollectiveReduce::Min;
+	case api::REDUCE_PRODUCT: return CollectiveReduce::Product;
+	default: return CollectiveReduce::Sum;
+	}
+}
+
+// Elements rank `rank` reads from its input and writes to its output.
+void extents(const api::CollectiveRun &s, uint32_t world, uint32_t rank, uint64_t *in, uint64_t *out)
+{
+	const uint64_t n = s.count(), wn = n * world;
+	const bool root = rank == s.root();
+	switch (s.op()) {
+	case api::COLLECTIVE_ALL_REDUCE: *in = n, *out = n; return;
+	case api::COLLECTIVE_BROADCAST: *in = root ? n : 0, *out = n; return;
+	case api::COLLECTIVE_ALL_GATHER: *in = n, *out = wn; return;
+	case api::COLLECTIVE_REDUCE_SCATTER: *in = wn, *out = n; return;
+	case api::COLLECTIVE_REDUCE: *in = n, *out = root ? n : 0; return;
+	case api::COLLECTIVE_GATHER: *in = n, *out = root ? wn : 0; return;
+	case api::COLLECTIVE_SCATTER: *in = root ? wn : 0, *out = n; return;
+	case api::COLLECTIVE_ALL_TO_ALL: *in = wn, *out = wn; return;
+	default: *in = 0, *out = 0; return;
+	}
+}
+
+struct Resolved {
+	std::byte *in = nullptr;
+	std::byte *out = nullptr;
+};
+
+// The bytes at `address` of one member's device memory, or why not ("" if fine).
+std::string resolve(const CollectiveOperand &m, uint64_t address, uint64_t bytes, const char *what, std::byte **p)
+{
+	if (bytes == 0)
+		return {};
+	uint64_t start = 0;
+	const backend::DeviceAllocation *a = m.ctx->memory().find_device(m.device, address, bytes, &start);
+	if (!a)
+		return std::string(what) + " [" + std::to_string(address) + ", +" + std::to_string(bytes) +
+		       ") on device " + std::to_string(m.device) + " is not inside one allocation of this tenant";
+	if (!a->host)
+		return "this neurond's backend keeps device memory where neurond cannot address it (kmd: driver "
+		       "buffers); collective groups need --backend emu for now";
+	*p = a->host + (address - start);
+	return {};
+}
+
+void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Resolved> &r)
+{
+	const uint64_t es = element_size(s.dtype()), n = s.count(), nb = n * es;
+	const uint8_t dt = static_cast<uint8_t>(s.dtype());
+	const CollectiveReduce red = reduce_of(s.reduce());
+	const uint32_t root = s.root();
+	std::vector<const std::byte *> srcs(world);
+	// out = reduce over ranks of (in_i + offset), in chunks.
+	auto reduce_to = [&](std::byte *out, uint64_t in_offset) {
+		const uint64_t step = std::max<uint64_t>(1, kChunkBytes / es);
+		for (uint64_t i = 0; i < n; i += step) {
+			const uint64_t c = std::min(step, n - i);
+			for (uint32_t k = 0; k < world; ++k)
+				srcs[k] = r[k].in + in_offset + i * es;
+			kernels::collective_reduce(out + i * es, srcs.data(), static_cast<int>(world), c, dt, red);
+		}
+	};
+	switch (s.op()) {
+	case api::COLLECTIVE_ALL_REDUCE:
+		reduce_to(r[0].out, 0);
+		for (uint32_t k = 1; k < world; ++k)
+			std::memmove(r[k].out, r[0].out, nb);
+		return;
+	case api::COLLECTIVE_REDUCE:
+		return reduce_to(r[root].out, 0);
+	case api::COLLECTIVE_BROADCAST:
+		for (uint32_t k = 0; k < world; ++k)
+			if (r[k].out != r[root].in)
+				std::memmove(r[k].out, r[root].in, nb);
+		return;
+	case api::COLLECTIVE_ALL_GATHER:
+		for (uint32_t k = 0; k < world; ++k)
+			for (uint32_t i = 0; i < world; ++i)
+				std::memmove(r[k].out + i * nb, r[i].in, nb);
+		return;
+	case api::COLLECTIVE_REDUCE_SCATTER:
+		for (uint32_t k = 0; k < world; ++k)
+			reduce_to(r[k].out, k * nb);
+		return;
+	case api::COLLECTIVE_GATHER:
+		for (uint32_t i = 0; i < world; ++i)
+			std::memmove(r[root].out + i * nb, r[i].in, nb);
+		return;
+	case api::COLLECTIVE_SCATTER:
+		for (uint32_t k = 0; k < world; ++k)
+			std::memmove(r[k].out, r[root].in + k * nb, nb);
+		return;
+	case api::COLLECTIVE_ALL_TO_ALL:
+		for (uint32_t k = 0; k < world; ++k)
+			for (uint32_t i = 0; i < world; ++i)
+				std::memcpy(r[k].out + i * nb, r[i].in + k * nb, nb);
+		return;
+	default:
+		return;
+	}
+}
+
+} // namespace
+
+const char *collective_name(api::CollectiveOp op)
+{
+	switch (op) {
+	case api::COLLECTIVE_ALL_REDUCE: return "all_reduce";
+	case api::COLLECTIVE_BROADCAST: return "broadcast";
+	case api::COLLECTIVE_ALL_GATHER: return "all_gather";
+	case api::COLLECTIVE_REDUCE_SCATTER: return "reduce_scatter";
+	case api::COLLECTIVE_BARRIER: return "barrier";
+	case api::COLLECTIVE_REDUCE: return "reduce";
+	case api::COLLECTIVE_GATHER: return "gather";
+	case api::COLLECTIVE_SCATTER: return "scatter";
+	case api::COLLECTIVE_ALL_TO_ALL: return "all_to_all";
+	default: return "unknown collective";
+	}
+}
+
+std::string check_collective_spec(const api::CollectiveRun &s, uint32_t world)
+{
+	if (s.op() == api::COLLECTIVE_UNSPECIFIED || !api::CollectiveOp_IsValid(s.op()))
+		return "op " + std::to_string(s.op()) + " is not a CollectiveOp";
+	if (!api::ReduceOp_IsValid(s.reduce()))
+		return "reduce " + std::to_string(s.reduce()) + " is not a ReduceOp";
+	if (s.op() == api::COLLECTIVE_BARRIER)
+		return s.count() == 0 ? "" : "a barrier moves no data: count must be 0";
+	if (!kernels::is_collective_dtype(static_cast<uint8_t>(s.dtype())) || s.dtype() > 255)
+		return "dtype " + std::to_string(s.dtype()) + " is not one collectives take (f32, bf16, f16, i32, i64, u8)";
+	if (s.count() > kMaxCount)
+		return "count " + std::to_string(s.count()) + " is above the limit of 2^40 elements";
+	if (s.root() >= world)
+		return "root " + std::to_string(s.root()) + " is not a rank of this group of " + std::to_string(world);
+	return {};
+}
+
+std::pair<int, std::string> run_collective(const CollectiveJob &job)
+{
+	const auto &s = job.spec;
+	const uint32_t world = static_cast<uint32_t>(job.members.size());
+	if (s.op() == api::COLLECTIVE_BARRIER)
+		return {-1, {}};
+	const uint64_t es = element_size(s.dtype());
+	// Every member's memory stays put while its bytes are used (shared locks; the
+	// control thread frees under the exclusive one).
+	std::vector<std::shared_lock<std::shared_mutex>> locks;
+	locks.reserve(world);
+	for (const auto &m : job.members)
+		locks.emplace_back(m.ctx->memory().mutex);
+	std::vector<Resolved> r(world);
+	for (uint32_t k = 0; k < world; ++k) {
+		uint64_t in = 0, out = 0;
+		extents(s, world, k, &in, &out);
+		const auto &m = job.members[k];
+		std::string why = resolve(m, m.input, in * es, "input", &r[k].in);
+		if (why.empty())
+			why = resolve(m, m.output, out * es, "output", &r[k].out);
+		if (why.empty() && s.op() == api::COLLECTIVE_ALL_TO_ALL && m.input < m.output + out * es &&
+		    m.output < m.input + in * es)
+			why = "all_to_all cannot run in place: its input and output overlap";
+		if (!why.empty())
+			return {static_cast<int>(k), why};
+	}
+	move_data(s, world, r);
+	return {-1, {}};
+}
+
+CollectiveRunner::CollectiveRunner(boost::asio::io_context &io) : io_(io), thread_([this] { loop(); }) {}
+
+CollectiveRunner::~CollectiveRunner()
+{
+	{
+		std::lock_guard lock(mutex_);
+		stopping_ = true;
+	}
+	wake_.notify_all();
+	thread_.join();
+}
+
+void CollectiveRunner::submit(CollectiveJob job)
+{
+	{
+		std::lock_guard lock(mutex_);
+		queue_.push_back(std::move(job));
+	}
+	wake_.notify_one();
+}
+
+void CollectiveRunner::loop()
+{
+	for (;;) {
+		CollectiveJob job;
+		{
+			std::unique_lock lock(mutex_);
+			wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+			if (queue_.empty())
+				return;
+			job = std::move(queue_.front());
+			queue_.pop_front();
+		}
+		auto [bad_rank, error] = run_collective(job);
+		// The members' contexts are released on the control thread with the reply.
+		boost::asio::post(io_, [job = std::move(job), bad_rank, error]() mutable { job.done(bad_rank, error); });
+	}
+}
+
+} // namespace neuron::daemon

@@ -1,0 +1,69 @@
+// The data movement of one collective of a group (collective_groups.h), run by one
+// neurond thread off the control thread: it resolves every member's operands in
+// that member's own memory (TenantMemory, under its shared lock, so nothing is
+// freed under it) and copies and reduces device memory to device memory. Buffers
+// stay where they are: the emu backend keeps every tenant's HBM in this process,
+// so a member's device address resolves to bytes neurond addresses directly.
+//
+// Threads: submit() from the control thread; the job runs on the runner's thread;
+// its `done` is posted back to the control thread's io_context.
+#pragma once
+
+#include <backend/tenant_context.h>
+#include <neuron.pb.h>
+
+#include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace neuron::daemon {
+
+struct CollectiveOperand {
+	std::shared_ptr<backend::TenantContext> ctx; // the member tenant's memory
+	uint32_t device = 0;
+	uint64_t input = 0;
+	uint64_t output = 0;
+};
+
+struct CollectiveJob {
+	api::CollectiveRun spec;                 // op, reduce, dtype, count, root (rank 0's)
+	std::vector<CollectiveOperand> members;  // by rank
+	// Control thread, after the run: "" per rank, or why that rank's operands were
+	// refused (nothing moved then) in *bad_rank / *error.
+	std::function<void(int bad_rank, const std::string &error)> done;
+};
+
+// Why a run spec is malformed ("" if it is not): op, dtype, count, root.
+std::string check_collective_spec(const api::CollectiveRun &spec, uint32_t world_size);
+// Short name of an op, for messages ("all_reduce").
+const char *collective_name(api::CollectiveOp op);
+
+class CollectiveRunner {
+public:
+	explicit CollectiveRunner(boost::asio::io_context &io);
+	~CollectiveRunner(); // finishes the queued jobs, then joins
+	void submit(CollectiveJob job);
+
+private:
+	void loop();
+	boost::asio::io_context &io_;
+	std::mutex mutex_; // guards queue_ and stopping_
+	std::condition_variable wake_;
+	std::deque<CollectiveJob> queue_;
+	bool stopping_ = false;
+	std::thread thread_;
+};
+
+// Runs the job's data movement on the calling thread; -1 and "" when it moved,
+// else the rank whose operands were refused and why.
+std::pair<int, std::string> run_collective(const CollectiveJob &job);
+
+} // namespace neuron::daemon

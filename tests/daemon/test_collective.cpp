@@ -1,0 +1,227 @@
+// Collective groups in neurond (issue 16, contracts/neuron.proto CollectiveJoin):
+// the rendezvous checks the secret and the member's identity, collectives move and
+// reduce device memory between tenants, and a missing or departed rank is named in
+// the error the others get by the timeout. The ranks here are tenants of this one
+// process (threads), each with its own channel connection.
+#include "daemon_test.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+
+using namespace dt;
+
+namespace {
+
+const char kSecret[] = "0123456789abcdef-secret";
+constexpr uint32_t kTimeoutMs = 2000;
+
+struct Rank {
+	Tenant t;
+	neuron_client *channel = nullptr;
+	uint64_t group = 0;
+	void open(const char *name)
+	{
+		t.open(name);
+		neuron_connect_options o{g_daemon->socket_path().c_str(), "channel", 0, 1};
+		NEURON_OK_OR_FAIL(neuron_connect(&o, &channel));
+	}
+	void close()
+	{
+		if (channel)
+			neuron_disconnect(channel);
+		channel = nullptr;
+		t.close();
+	}
+};
+
+neuron_status join(Rank &r, const char *group, const char *secret, uint32_t rank, uint32_t world)
+{
+	return neuron_group_join(r.channel, neuron_tenant_id(r.t.client), group, secret, std::strlen(secret), rank,
+				 world, kTimeoutMs, &r.group);
+}
+
+// Both ranks join group `name` (rank 1 on a thread: a join waits for the other).
+void join_both(Rank &a, Rank &b, const char *name)
+{
+	neuron_status sb = NEURON_OK;
+	std::string eb;
+	std::thread other([&] {
+		sb = join(b, name, kSecret, 1, 2);
+		eb = neuron_last_error();
+	});
+	NEURON_OK_OR_FAIL(join(a, name, kSecret, 0, 2));
+	other.join();
+	cr_assert(sb == NEURON_OK, "rank 1's join: %s", eb.c_str());
+	cr_assert(a.group == b.group);
+}
+
+neuron_collective all_reduce(uint64_t buf, uint64_t count, uint32_t reduce = NEURON_REDUCE_SUM)
+{
+	neuron_collective c{};
+	c.op = NEURON_COLL_ALL_REDUCE;
+	c.reduce = reduce;
+	c.dtype = NEURON_DTYPE_F32;
+	c.count = count;
+	c.input = c.output = buf;
+	return c;
+}
+
+} // namespace
+
+TestSuite(collective, .init = daemon_up, .fini = daemon_down, .timeout = 120);
+
+DAEMON_TEST(collective, all_reduce_and_all_gather_move_device_memory)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-sum");
+	const size_t n = 1000;
+	const auto va = random_f32(n, 1), vb = random_f32(n, 2);
+	const uint64_t da = dev_alloc(a.t.client, n * 4), db = dev_alloc(b.t.client, n * 4);
+	upload_f32(a.t.dma, da, va);
+	upload_f32(b.t.dma, db, vb);
+	neuron_status sb = NEURON_OK;
+	std::thread other([&] {
+		auto c = all_reduce(db, n, NEURON_REDUCE_MAX);
+		sb = neuron_group_run(b.channel, b.group, 0, &c);
+	});
+	auto c = all_reduce(da, n, NEURON_REDUCE_MAX);
+	NEURON_OK_OR_FAIL(neuron_group_run(a.channel, a.group, 0, &c));
+	other.join();
+	cr_assert(sb == NEURON_OK);
+	std::vector<double> ref(n);
+	for (size_t i = 0; i < n; ++i)
+		ref[i] = std::max(va[i], vb[i]);
+	expect_close(download_f32(a.t.dma, da, n), ref, 0, 0, "rank 0 max");
+	expect_close(download_f32(b.t.dma, db, n), ref, 0, 0, "rank 1 max");
+
+	// all_gather into a buffer twice the size, at seq 1.
+	const uint64_t ga = dev_alloc(a.t.client, 2 * n * 4), gb = dev_alloc(b.t.client, 2 * n * 4);
+	std::thread other2([&] {
+		neuron_collective g{NEURON_COLL_ALL_GATHER, 0, NEURON_DTYPE_F32, 0, 0, 0, n, db, gb};
+		sb = neuron_group_run(b.channel, b.group, 1, &g);
+	});
+	neuron_collective g{NEURON_COLL_ALL_GATHER, 0, NEURON_DTYPE_F32, 0, 0, 0, n, da, ga};
+	NEURON_OK_OR_FAIL(neuron_group_run(a.channel, a.group, 1, &g));
+	other2.join();
+	cr_assert(sb == NEURON_OK);
+	std::vector<double> both(ref.begin(), ref.end());
+	both.insert(both.end(), ref.begin(), ref.end());
+	expect_close(download_f32(b.t.dma, gb, 2 * n), both, 0, 0, "rank 1 all_gather");
+	a.close();
+	b.close();
+}
+
+DAEMON_TEST(collective, wrong_secret_is_refused)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	neuron_status sa = NEURON_OK;
+	std::thread first([&] { sa = join(a, "g-secret", kSecret, 0, 2); });
+	sleep_ms(200);
+	const neuron_status sb = join(b, "g-secret", "another-secret-of-16+", 1, 2);
+	cr_assert(sb == NEURON_ERR_PERMISSION, "a wrong secret gave %s", describe(sb).c_str());
+	cr_assert(std::strstr(neuron_last_error(), "wrong secret"), "%s", neuron_last_error());
+	first.join(); // rank 0 times out: rank 1 never joined
+	cr_assert(sa == NEURON_ERR_TIMEOUT, "rank 0's join gave %s", describe(sa).c_str());
+	a.close();
+	b.close();
+}
+
+DAEMON_TEST(collective, joining_for_another_tenant_is_refused)
+{
+	Rank a;
+	a.open("rank0");
+	// An id that is not a tenant of this process (the channel's own id is an observer).
+	const neuron_status s = neuron_group_join(a.channel, neuron_tenant_id(a.channel), "g-id", kSecret,
+						  std::strlen(kSecret), 0, 1, kTimeoutMs, &a.group);
+	cr_assert(s == NEURON_ERR_INVALID, "%s", describe(s).c_str());
+	cr_assert(std::strstr(neuron_last_error(), "not a tenant of the calling process"), "%s", neuron_last_error());
+	a.close();
+}
+
+DAEMON_TEST(collective, timeout_names_the_missing_rank)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-late");
+	const uint64_t da = dev_alloc(a.t.client, 64);
+	auto c = all_reduce(da, 16);
+	const uint64_t t0 = now_ns();
+	const neuron_status s = neuron_group_run(a.channel, a.group, 0, &c);
+	cr_assert(s == NEURON_ERR_TIMEOUT, "%s", describe(s).c_str());
+	cr_assert(std::strstr(neuron_last_error(), "rank(s) 1 did not arrive"), "%s", neuron_last_error());
+	cr_assert(now_ns() - t0 < 20'000'000'000ull);
+	// The group is broken now: rank 1 hears why at once.
+	const uint64_t db = dev_alloc(b.t.client, 64);
+	c = all_reduce(db, 16);
+	const neuron_status s1 = neuron_group_run(b.channel, b.group, 0, &c);
+	cr_assert(s1 == NEURON_ERR_ABORTED, "%s", describe(s1).c_str());
+	a.close();
+	b.close();
+}
+
+DAEMON_TEST(collective, a_member_that_leaves_is_named)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-exit");
+	const uint64_t da = dev_alloc(a.t.client, 64);
+	neuron_status s = NEURON_OK;
+	std::string msg;
+	std::thread waiter([&] {
+		auto c = all_reduce(da, 16);
+		s = neuron_group_run(a.channel, a.group, 0, &c);
+		msg = neuron_last_error();
+	});
+	sleep_ms(200);
+	b.close(); // as a process exit would
+	waiter.join();
+	cr_assert(s == NEURON_ERR_ABORTED, "%s", describe(s).c_str());
+	cr_assert(msg.find("rank 1") != std::string::npos && msg.find("left") != std::string::npos, "%s", msg.c_str());
+	a.close();
+	// Once no member is connected, neurond frees the group (and says so in its log).
+	bool freed = false;
+	for (int i = 0; i < 100 && !freed; ++i, sleep_ms(50))
+		freed = g_daemon->log().find("collective.free") != std::string::npos;
+	cr_assert(freed, "the group was not freed; log tail:\n%s", g_daemon->log_tail().c_str());
+}
+
+DAEMON_TEST(collective, bad_operands_and_mismatches_are_refused)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-bad");
+	const uint64_t da = dev_alloc(a.t.client, 64), db = dev_alloc(b.t.client, 64);
+	// Rank 1 names more bytes than its allocation holds: nobody's data moves.
+	neuron_status sb = NEURON_OK;
+	std::string eb;
+	std::thread other([&] {
+		auto c = all_reduce(db + 32, 16);
+		sb = neuron_group_run(b.channel, b.group, 0, &c);
+		eb = neuron_last_error();
+	});
+	auto c = all_reduce(da, 16);
+	const neuron_status sa = neuron_group_run(a.channel, a.group, 0, &c);
+	other.join();
+	cr_assert(sa == NEURON_ERR_INVALID && sb == NEURON_ERR_INVALID, "%s / %s", describe(sa).c_str(), eb.c_str());
+	cr_assert(eb.find("not inside one allocation") != std::string::npos, "%s", eb.c_str());
+	// Different counts at seq 1 break the group, naming both calls.
+	std::thread other2([&] {
+		auto c2 = all_reduce(db, 8);
+		sb = neuron_group_run(b.channel, b.group, 1, &c2);
+	});
+	c = all_reduce(da, 16);
+	const neuron_status s2 = neuron_group_run(a.channel, a.group, 1, &c);
+	other2.join();
+	cr_assert(s2 == NEURON_ERR_ABORTED && sb == NEURON_ERR_ABORTED, "%s", describe(s2).c_str());
+	a.close();
+	b.close();
+}

@@ -1,0 +1,501 @@
+#include "process_group.h"
+
+#include "../runtime.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/random.h>
+
+namespace torch_neuron::dist {
+
+namespace {
+
+constexpr size_t kSecretBytes = 32, kNonceBytes = 16;
+constexpr int64_t kMaxTimeoutMs = 3'600'000; // neurond's limit (CollectiveJoin)
+
+const char *op_name(uint32_t op)
+{
+	switch (op) {
+	case NEURON_COLL_ALL_REDUCE: return "all_reduce";
+	case NEURON_COLL_BROADCAST: return "broadcast";
+	case NEURON_COLL_ALL_GATHER: return "all_gather";
+	case NEURON_COLL_REDUCE_SCATTER: return "reduce_scatter";
+	case NEURON_COLL_BARRIER: return "barrier";
+	case NEURON_COLL_REDUCE: return "reduce";
+	case NEURON_COLL_GATHER: return "gather";
+	case NEURON_COLL_SCATTER: return "scatter";
+	case NEURON_COLL_ALL_TO_ALL: return "all_to_all";
+	default: return "collective";
+	}
+}
+
+uint32_t reduce_of(const c10d::ReduceOp &op)
+{
+	switch (op.op_) {
+	case c10d::ReduceOp::SUM: return NEURON_REDUCE_SUM;
+	case c10d::ReduceOp::AVG: return NEURON_REDUCE_AVG;
+	case c10d::ReduceOp::MAX: return NEURON_REDUCE_MAX;
+	case c10d::ReduceOp::MIN: return NEURON_REDUCE_MIN;
+	case c10d::ReduceOp::PRODUCT: return NEURON_REDUCE_PRODUCT;
+	default:
+		TORCH_CHECK(false, "neuron backend: reduce op ", static_cast<int>(op.op_),
+			    " is not supported (SUM, AVG, MAX, MIN and PRODUCT are)");
+	}
+}
+
+uint32_t dtype_of(const at::Tensor &t, bool reducing)
+{
+	switch (t.scalar_type()) {
+	case c10::kFloat: return NEURON_DTYPE_F32;
+	case c10::kBFloat16: return NEURON_DTYPE_BF16;
+	case c10::kHalf: return NEURON_DTYPE_F16;
+	case c10::kInt: return NEURON_DTYPE_I32;
+	case c10::kLong: return NEURON_DTYPE_I64;
+	case c10::kByte: return NEURON_DTYPE_U8;
+	case c10::kBool:
+		// A byte per element: moved as u8, but sums of bools are not bools.
+		TORCH_CHECK(!reducing, "neuron backend: reductions of bool tensors are not supported");
+		return NEURON_DTYPE_U8;
+	default:
+		TORCH_CHECK(false, "neuron backend: dtype ", t.scalar_type(),
+			    " is not supported (float32, bfloat16, float16, int32, int64, uint8, bool)");
+	}
+}
+
+at::Tensor single(const std::vector<at::Tensor> &tensors, const char *what)
+{
+	TORCH_CHECK(tensors.size() == 1, "neuron backend: ", what, " takes one tensor per rank, got ", tensors.size());
+	at::Tensor t = tensors[0];
+	TORCH_CHECK(t.device().is_privateuseone(), "neuron backend: ", what, " needs neuron tensors, got one on ",
+		    t.device(), " (use the gloo backend for CPU tensors, e.g. init_process_group(\"cpu:gloo,neuron:neuron\"))");
+	return t;
+}
+
+void same_kind(const at::Tensor &a, const at::Tensor &b, const char *what)
+{
+	TORCH_CHECK(b.device() == a.device(), "neuron backend: ", what, ": tensors on ", a.device(), " and ", b.device());
+	TORCH_CHECK(b.scalar_type() == a.scalar_type(), "neuron backend: ", what, ": dtypes ", a.scalar_type(), " and ",
+		    b.scalar_type(), " differ");
+}
+
+uint64_t address(const at::Tensor &t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data_ptr()) : 0; }
+
+// A contiguous tensor to write into `out`, and the copy that puts it back (none if
+// `out` is contiguous already).
+at::Tensor writable(const at::Tensor &out, std::function<void()> *copy_back)
+{
+	if (out.is_contiguous())
+		return out;
+	at::Tensor tmp = at::empty(out.sizes(), out.options());
+	*copy_back = [out, tmp]() mutable { out.copy_(tmp); };
+	return tmp;
+}
+
+std::string random_bytes(size_t n)
+{
+	std::string out(n, '\0');
+	size_t got = 0;
+	while (got < n) {
+		const ssize_t r = getrandom(out.data() + got, n - got, 0);
+		TORCH_CHECK(r > 0 || errno == EINTR, "neuron backend: getrandom failed: ", std::strerror(errno));
+		if (r > 0)
+			got += static_cast<size_t>(r);
+	}
+	return out;
+}
+
+std::string hex(const std::string &bytes)
+{
+	static const char *digits = "0123456789abcdef";
+	std::string out;
+	for (unsigned char c : bytes) {
+		out += digits[c >> 4];
+		out += digits[c & 15];
+	}
+	return out;
+}
+
+} // namespace
+
+NeuronWork::NeuronWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, c10::Device device)
+	: c10d::Work(rank, type), outputs_(std::move(outputs)),
+	  future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+							  std::vector<c10::Device>{device}))
+{
+}
+
+void NeuronWork::complete(std::exception_ptr error)
+{
+	finish(error); // c10d::Work: wait() returns or rethrows from now on
+	if (error)
+		future_->setError(error);
+	else
+		future_->markCompleted(c10::IValue(outputs_));
+}
+
+ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+				       std::chrono::milliseconds timeout)
+	: c10d::Backend(rank, size), timeout_(std::clamp<int64_t>(timeout.count(), 1, kMaxTimeoutMs))
+{
+	join_group(store);
+	thread_ = std::thread([this] { worker(); });
+}
+
+ProcessGroupNeuron::~ProcessGroupNeuron()
+{
+	{
+		std::lock_guard lock(mu_);
+		stopping_ = true;
+	}
+	wake_.notify_all();
+	if (thread_.joinable())
+		thread_.join();
+	if (channel_)
+		neuron_disconnect(channel_); // neurond: this rank left the group
+}
+
+void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store)
+{
+	// The rendezvous: rank 0 draws the group's secret and a name; the others read
+	// them from the c10d store, which only this job's processes reach.
+	const std::string key = "neuron/collective_group";
+	std::string blob;
+	if (rank_ == 0) {
+		blob = random_bytes(kSecretBytes + kNonceBytes);
+		store->set(key, std::vector<uint8_t>(blob.begin(), blob.end()));
+	} else {
+		const std::vector<uint8_t> got = store->get(key);
+		blob.assign(got.begin(), got.end());
+		TORCH_CHECK(blob.size() == kSecretBytes + kNonceBytes, "neuron backend: malformed group key in the store");
+	}
+	const std::string secret = blob.substr(0, kSecretBytes);
+	const std::string name = "torch-" + hex(blob.substr(kSecretBytes));
+	neuron_client *main = client(); // connects (and raises with instructions) if needed
+	const std::string client_name = "torch.distributed rank " + std::to_string(rank_) + " channel";
+	neuron_connect_options opts{nullptr, client_name.c_str(), 0, 1};
+	check(neuron_connect(&opts, &channel_), "connecting the collective channel to neurond");
+	const neuron_status s = neuron_group_join(channel_, neuron_tenant_id(main), name.c_str(), secret.data(),
+						  secret.size(), static_cast<uint32_t>(rank_), static_cast<uint32_t>(size_),
+						  static_cast<uint32_t>(timeout_.count()), &group_id_);
+	if (s != NEURON_OK) {
+		const std::string why = neuron_last_error();
+		neuron_disconnect(channel_);
+		channel_ = nullptr;
+		C10_THROW_ERROR(DistBackendError, "neuron backend: rank " + std::to_string(rank_) +
+							  " could not join the collective group in neurond: " + why);
+	}
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue(c10d::OpType type, uint32_t op, const at::Tensor &input,
+							   const at::Tensor &output, uint64_t count, uint32_t reduce,
+							   uint32_t root, std::vector<at::Tensor> results,
+							   std::function<void()> copy_back)
+{
+	const at::Tensor &any = input.defined() ? input : output;
+	const c10::Device device = any.defined() ? any.device()
+						 : c10::Device(c10::DeviceType::PrivateUse1, current_device());
+	Job job;
+	job.spec.op = op;
+	job.spec.reduce = reduce;
+	job.spec.dtype = any.defined() ? dtype_of(any, op == NEURON_COLL_ALL_REDUCE || op == NEURON_COLL_REDUCE ||
+							  op == NEURON_COLL_REDUCE_SCATTER)
+				       : NEURON_DTYPE_U8;
+	job.spec.root = root;
+	job.spec.device = static_cast<uint32_t>(device.index());
+	job.spec.count = count;
+	job.spec.input = address(input);
+	job.spec.output = address(output);
+	job.input = input;
+	job.output = output;
+	job.copy_back = std::move(copy_back);
+	job.stream = current_stream(device.index());
+	job.after = stream_point(stream_queues(job.stream));
+	job.work = c10::make_intrusive<NeuronWork>(rank_, type, std::move(results), device);
+	auto work = job.work;
+	{
+		std::lock_guard lock(mu_);
+		queue_.push_back(std::move(job));
+	}
+	wake_.notify_one();
+	return work;
+}
+
+void ProcessGroupNeuron::worker()
+{
+	for (;;) {
+		Job job;
+		{
+			std::unique_lock lock(mu_);
+			wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+			if (queue_.empty())
+				return;
+			job = std::move(queue_.front());
+			queue_.pop_front();
+		}
+		std::exception_ptr error;
+		try {
+			run(job);
+		} catch (...) {
+			error = std::current_exception();
+		}
+		c10::StreamGuard guard(job.stream); // the future's events go on the caller's stream
+		job.work->complete(error);
+	}
+}
+
+void ProcessGroupNeuron::run(Job &job)
+{
+	StreamQueues &sq = stream_queues(job.stream);
+	const int64_t timeout_ns = timeout_.count() * 1'000'000;
+	neuron_status s = neuron_queue_wait(sq.core, job.after, timeout_ns);
+	if (s != NEURON_OK)
+		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
+							  op_name(job.spec.op) + ": waiting for its inputs on the stream: " +
+							  neuron_last_error());
+	s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
+	if (s != NEURON_OK)
+		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
+							  op_name(job.spec.op) + " failed: " + neuron_last_error());
+	if (job.copy_back) {
+		c10::StreamGuard guard(job.stream);
+		job.copy_back();
+	}
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(std::vector<at::Tensor> &tensors,
+							     const c10d::AllreduceOptions &opts)
+{
+	const at::Tensor t = single(tensors, "all_reduce");
+	std::function<void()> back;
+	at::Tensor buf = writable(t, &back);
+	if (back)
+		buf.copy_(t);
+	return enqueue(c10d::OpType::ALLREDUCE, NEURON_COLL_ALL_REDUCE, buf, buf, t.numel(), reduce_of(opts.reduceOp), 0,
+		       {t}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(std::vector<at::Tensor> &tensors,
+								       const c10d::AllreduceCoalescedOptions &opts)
+{
+	// In order on one worker: the last Work completes after all of them; a failure
+	// of any breaks the group, so the last one reports it too.
+	TORCH_CHECK(!tensors.empty(), "neuron backend: allreduce_coalesced of no tensors");
+	c10::intrusive_ptr<c10d::Work> last;
+	for (auto &t : tensors) {
+		std::vector<at::Tensor> one{t};
+		c10d::AllreduceOptions o;
+		o.reduceOp = opts.reduceOp;
+		last = allreduce(one, o);
+	}
+	return last;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(std::vector<at::Tensor> &tensors,
+							     const c10d::BroadcastOptions &opts)
+{
+	const at::Tensor t = single(tensors, "broadcast");
+	TORCH_CHECK(opts.rootTensor == 0, "neuron backend: broadcast takes one tensor per rank");
+	std::function<void()> back;
+	at::Tensor buf = writable(t, &back);
+	if (back && rank_ == opts.rootRank)
+		buf.copy_(t);
+	return enqueue(c10d::OpType::BROADCAST, NEURON_COLL_BROADCAST, buf, buf, t.numel(), NEURON_REDUCE_SUM,
+		       static_cast<uint32_t>(opts.rootRank), {t}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor> &tensors,
+							  const c10d::ReduceOptions &opts)
+{
+	const at::Tensor t = single(tensors, "reduce");
+	// In place on the root (its input is its output); the others' tensors stay as
+	// they are.
+	std::function<void()> back;
+	at::Tensor in = t.contiguous();
+	at::Tensor out;
+	if (rank_ == opts.rootRank) {
+		out = in;
+		if (!t.is_contiguous())
+			back = [t, in]() mutable { t.copy_(in); };
+	}
+	return enqueue(c10d::OpType::REDUCE, NEURON_COLL_REDUCE, in, out, t.numel(), reduce_of(opts.reduceOp),
+		       static_cast<uint32_t>(opts.rootRank), {t}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(at::Tensor &output, at::Tensor &input,
+								   const c10d::AllgatherOptions &)
+{
+	const at::Tensor in_t = single({input}, "all_gather_into_tensor");
+	same_kind(in_t, output, "all_gather_into_tensor");
+	TORCH_CHECK(output.numel() == in_t.numel() * size_, "neuron backend: all_gather_into_tensor: output has ",
+		    output.numel(), " elements, expected world_size * input = ", in_t.numel() * size_);
+	std::function<void()> back;
+	at::Tensor out = writable(output, &back);
+	return enqueue(c10d::OpType::_ALLGATHER_BASE, NEURON_COLL_ALL_GATHER, in_t.contiguous(), out, in_t.numel(),
+		       NEURON_REDUCE_SUM, 0, {output}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(std::vector<std::vector<at::Tensor>> &outputs,
+							     std::vector<at::Tensor> &inputs,
+							     const c10d::AllgatherOptions &)
+{
+	const at::Tensor in_t = single(inputs, "all_gather");
+	TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+		    "neuron backend: all_gather takes one list of world_size output tensors");
+	const int64_t n = in_t.numel();
+	for (const auto &o : outputs[0]) {
+		same_kind(in_t, o, "all_gather");
+		TORCH_CHECK(o.numel() == n, "neuron backend: all_gather with outputs of different sizes is not supported "
+					   "(input has ", n, " elements, an output ", o.numel(), ")");
+	}
+	at::Tensor flat = at::empty({n * size_}, in_t.options());
+	std::vector<at::Tensor> outs = outputs[0];
+	auto back = [outs, flat, n]() mutable {
+		for (size_t i = 0; i < outs.size(); ++i)
+			outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
+	};
+	return enqueue(c10d::OpType::ALLGATHER, NEURON_COLL_ALL_GATHER, in_t.contiguous(), flat, n, NEURON_REDUCE_SUM, 0,
+		       outs, back);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+										   std::vector<at::Tensor> &inputs,
+										   const c10d::AllgatherOptions &opts)
+{
+	TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
+		    "neuron backend: allgather_into_tensor_coalesced needs as many outputs as inputs");
+	c10::intrusive_ptr<c10d::Work> last;
+	for (size_t i = 0; i < inputs.size(); ++i)
+		last = _allgather_base(outputs[i], inputs[i], opts);
+	return last;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+									const c10d::ReduceScatterOptions &opts)
+{
+	const at::Tensor in_t = single({input}, "reduce_scatter_tensor");
+	same_kind(in_t, output, "reduce_scatter_tensor");
+	TORCH_CHECK(in_t.numel() == output.numel() * size_, "neuron backend: reduce_scatter_tensor: input has ",
+		    in_t.numel(), " elements, expected world_size * output = ", output.numel() * size_);
+	std::function<void()> back;
+	at::Tensor out = writable(output, &back);
+	return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, NEURON_COLL_REDUCE_SCATTER, in_t.contiguous(), out,
+		       output.numel(), reduce_of(opts.reduceOp), 0, {output}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(std::vector<at::Tensor> &outputs,
+								  std::vector<std::vector<at::Tensor>> &inputs,
+								  const c10d::ReduceScatterOptions &opts)
+{
+	const at::Tensor out_t = single(outputs, "reduce_scatter");
+	TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+		    "neuron backend: reduce_scatter takes one list of world_size input tensors");
+	std::vector<at::Tensor> flat;
+	for (const auto &i : inputs[0]) {
+		same_kind(out_t, i, "reduce_scatter");
+		TORCH_CHECK(i.numel() == out_t.numel(), "neuron backend: reduce_scatter inputs must match the output's size");
+		flat.push_back(i.reshape({-1}));
+	}
+	at::Tensor in = at::cat(flat);
+	at::Tensor out = out_t;
+	return _reduce_scatter_base(out, in, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+										   std::vector<at::Tensor> &inputs,
+										   const c10d::ReduceScatterOptions &opts)
+{
+	TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
+		    "neuron backend: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+	c10::intrusive_ptr<c10d::Work> last;
+	for (size_t i = 0; i < inputs.size(); ++i)
+		last = _reduce_scatter_base(outputs[i], inputs[i], opts);
+	return last;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(std::vector<std::vector<at::Tensor>> &outputs,
+							  std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts)
+{
+	const at::Tensor in_t = single(inputs, "gather");
+	const int64_t n = in_t.numel();
+	at::Tensor flat;
+	std::function<void()> back;
+	std::vector<at::Tensor> outs;
+	if (rank_ == opts.rootRank) {
+		TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+			    "neuron backend: gather on the root takes one list of world_size output tensors");
+		outs = outputs[0];
+		for (const auto &o : outs) {
+			same_kind(in_t, o, "gather");
+			TORCH_CHECK(o.numel() == n, "neuron backend: gather outputs must match the input's size");
+		}
+		flat = at::empty({n * size_}, in_t.options());
+		back = [outs, flat, n]() mutable {
+			for (size_t i = 0; i < outs.size(); ++i)
+				outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
+		};
+	}
+	return enqueue(c10d::OpType::GATHER, NEURON_COLL_GATHER, in_t.contiguous(), flat, n, NEURON_REDUCE_SUM,
+		       static_cast<uint32_t>(opts.rootRank), outs, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(std::vector<at::Tensor> &outputs,
+							   std::vector<std::vector<at::Tensor>> &inputs,
+							   const c10d::ScatterOptions &opts)
+{
+	const at::Tensor out_t = single(outputs, "scatter");
+	at::Tensor in;
+	if (rank_ == opts.rootRank) {
+		TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+			    "neuron backend: scatter on the root takes one list of world_size input tensors");
+		std::vector<at::Tensor> flat;
+		for (const auto &i : inputs[0]) {
+			same_kind(out_t, i, "scatter");
+			TORCH_CHECK(i.numel() == out_t.numel(), "neuron backend: scatter inputs must match the output's size");
+			flat.push_back(i.reshape({-1}));
+		}
+		in = at::cat(flat);
+	}
+	std::function<void()> back;
+	at::Tensor out = writable(out_t, &back);
+	return enqueue(c10d::OpType::SCATTER, NEURON_COLL_SCATTER, in, out, out_t.numel(), NEURON_REDUCE_SUM,
+		       static_cast<uint32_t>(opts.rootRank), {out_t}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(at::Tensor &output, at::Tensor &input,
+								 std::vector<int64_t> &output_splits,
+								 std::vector<int64_t> &input_splits,
+								 const c10d::AllToAllOptions &)
+{
+	const at::Tensor in_t = single({input}, "all_to_all_single");
+	same_kind(in_t, output, "all_to_all_single");
+	TORCH_CHECK(in_t.numel() == output.numel() && in_t.dim() > 0 && in_t.size(0) % size_ == 0,
+		    "neuron backend: all_to_all_single needs input and output of one size whose first dimension "
+		    "world_size divides");
+	const int64_t rows = in_t.size(0) / size_;
+	for (const auto *splits : {&output_splits, &input_splits})
+		for (int64_t s : *splits)
+			TORCH_CHECK(s == rows, "neuron backend: all_to_all_single with uneven splits is not supported yet");
+	std::function<void()> back;
+	at::Tensor out = writable(output, &back);
+	return enqueue(c10d::OpType::ALLTOALL_BASE, NEURON_COLL_ALL_TO_ALL, in_t.contiguous(), out,
+		       static_cast<uint64_t>(in_t.numel() / size_), NEURON_REDUCE_SUM, 0, {output}, std::move(back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions &)
+{
+	return enqueue(c10d::OpType::BARRIER, NEURON_COLL_BARRIER, at::Tensor(), at::Tensor(), 0, NEURON_REDUCE_SUM, 0,
+		       {});
+}
+
+c10::intrusive_ptr<ProcessGroupNeuron> create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+							    int size, std::chrono::milliseconds timeout)
+{
+	return c10::make_intrusive<ProcessGroupNeuron>(store, rank, size, timeout);
+}
+
+} // namespace torch_neuron::dist

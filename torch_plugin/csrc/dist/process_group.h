@@ -1,0 +1,115 @@
+// c10d backend "neuron": torch.distributed collectives on neuron tensors, done by
+// neurond in device memory (a collective group of the ranks' tenants; see
+// contracts/neuron.proto, CollectiveJoin). The ranks must share one neurond (one
+// host).
+//
+// Each collective is queued, in call order, to this backend's worker thread with
+// the point its inputs were produced at on the caller's stream. The worker waits
+// for that point, asks neurond to run it (over the rank's channel connection, so
+// the main connection stays free), makes any non-contiguous output whole again on
+// the same stream, and completes the Work and its future.
+//
+// Threads: the caller's thread enqueues; one worker thread per backend runs the
+// queue (queue_ under mu_); a Work's state is c10d::Work's own (its mutex).
+#pragma once
+
+#include <neuron/neuron.h>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace torch_neuron::dist {
+
+class NeuronWork : public c10d::Work {
+public:
+	NeuronWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, c10::Device device);
+	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+	std::vector<at::Tensor> result() override { return outputs_; }
+	// Worker thread: the collective ended (error: null if it succeeded).
+	void complete(std::exception_ptr error);
+
+private:
+	std::vector<at::Tensor> outputs_;
+	c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupNeuron : public c10d::Backend {
+public:
+	ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+			   std::chrono::milliseconds timeout);
+	~ProcessGroupNeuron() override;
+
+	const std::string getBackendName() const override { return "neuron"; }
+
+	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor> &tensors,
+							   const c10d::AllreduceCoalescedOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+						 std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+						       const c10d::AllgatherOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+								       std::vector<at::Tensor> &inputs,
+								       const c10d::AllgatherOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+					      std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+					       std::vector<std::vector<at::Tensor>> &inputs,
+					       const c10d::ScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+						      std::vector<std::vector<at::Tensor>> &inputs,
+						      const c10d::ReduceScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+							    const c10d::ReduceScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+								       std::vector<at::Tensor> &inputs,
+								       const c10d::ReduceScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+						     std::vector<int64_t> &output_splits,
+						     std::vector<int64_t> &input_splits,
+						     const c10d::AllToAllOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+
+private:
+	// One collective as the worker runs it: the spec neurond gets (device, input
+	// and output addresses filled from the tensors), the contiguous tensors it
+	// reads and writes, and what to copy back into the caller's tensors after.
+	struct Job {
+		neuron_collective spec{};
+		at::Tensor input, output;          // contiguous (may be undefined: no buffer)
+		std::function<void()> copy_back;   // on the caller's stream, after the run
+		c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+		uint64_t after = 0;                // the stream's point the inputs are ready at
+		c10::intrusive_ptr<NeuronWork> work;
+	};
+
+	c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, uint32_t op, const at::Tensor &input,
+					       const at::Tensor &output, uint64_t count, uint32_t reduce, uint32_t root,
+					       std::vector<at::Tensor> results, std::function<void()> copy_back = {});
+	void worker();
+	void run(Job &job);
+	void join_group(const c10::intrusive_ptr<c10d::Store> &store);
+
+	std::chrono::milliseconds timeout_;
+	neuron_client *channel_ = nullptr; // this rank's second connection (observer)
+	uint64_t group_id_ = 0;
+	uint64_t seq_ = 0;                 // worker thread only
+	std::mutex mu_;                    // guards queue_ and stopping_
+	std::condition_variable wake_;
+	std::deque<Job> queue_;
+	bool stopping_ = false;
+	std::thread thread_;
+};
+
+c10::intrusive_ptr<ProcessGroupNeuron> create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+							    int size, std::chrono::milliseconds timeout);
+
+} // namespace torch_neuron::dist

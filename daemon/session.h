@@ -32,7 +32,13 @@ public:
 	// Ends the session: the tenant's queues and memory go back at once.
 	void close(const std::string &reason);
 	const Tenant &tenant() const { return *tenant_; }
-	void roll_latency_window() { tenant_->roll_latency_window(); }
+	// Once a second (the server's telemetry timer): latency windows roll, and the
+	// buffers of deregistered programs whose last replay ended go back.
+	void roll_latency_window()
+	{
+		tenant_->roll_latency_window();
+		tenant_->reap_programs();
+	}
 
 private:
 	// Reading: wait for the socket, read, then pump().
@@ -58,6 +64,7 @@ private:
 	void list_devices(api::Response *resp);
 	void list_tenants(const api::ListTenants &req, api::Response *resp);
 	bool register_host(const api::Request &req, std::vector<int> &fds, api::Response *resp);
+	bool register_program(const api::Request &req, std::vector<int> &fds, api::Response *resp);
 	void create_queue(const api::CreateQueue &c, api::Response *resp, int *reply_fd);
 	// True (after failing resp) if this tenant is an observer, which may only query.
 	bool refuse_observer(const char *what, api::Response *resp);

@@ -128,6 +128,8 @@ std::string Tenant::register_program(const api::RegisterProgram &req, int fd, ap
 	*code = api::ERROR_INVALID_ARGUMENT;
 	if (auto err = unready(code); !err.empty())
 		return err;
+	if (auto why = devices_.programs_unsupported(); !why.empty())
+		return "RegisterProgram: " + why;
 	reap_programs();
 	if (ctx_->programs().size() + retired_programs_.size() >= NEURON_PROGRAMS_PER_TENANT) {
 		*code = api::ERROR_RESOURCE_EXHAUSTED;

@@ -5,6 +5,7 @@
 #include "daemon_test.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace dt;
@@ -239,5 +240,65 @@ DAEMON_TEST(programs, buffers_are_the_tenants_memory_until_released)
 	cr_expect_eq(neuron_queue_sync(t.core, kWaitNs), NEURON_ERR_FAULT, "a released program replayed");
 	cr_expect(std::string(fault_of(t.core).reason).find("not registered") != std::string::npos,
 		  "fault: %s", fault_of(t.core).reason);
+	t.close();
+}
+
+// The fused opcodes programs use (ISA 1.5), as ring commands against the CPU.
+DAEMON_TEST(programs, pointwise_chain_matches_the_unfused_ops)
+{
+	Tenant t;
+	t.open("programs-pointwise");
+	const int n = 4099;
+	const auto a = random_f32(n, 31), b = random_f32(n, 32), c = random_f32(n, 33);
+	const uint64_t da = dev_alloc(t.client, n * 4), db = dev_alloc(t.client, n * 4), dc = dev_alloc(t.client, n * 4),
+		       dout = dev_alloc(t.client, n * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	upload_f32(t.dma, dc, c);
+	// out = tanh(a * b + c) - 0.5: steps MUL(0,1), ADD(5,2), TANH(6), SUB(7, const 21).
+	neuron_cmd cmd = make_cmd(NEURON_OP_POINTWISE, {desc(dout, NEURON_DTYPE_F32, {n}), desc(da, NEURON_DTYPE_F32, {n}),
+							desc(db, NEURON_DTYPE_F32, {n}), desc(dc, NEURON_DTYPE_F32, {n})});
+	auto step = [](int fn, int x, int y) { return static_cast<uint64_t>(fn | (x << 6) | (y << 11)); };
+	cmd.iscalars[0] = static_cast<int64_t>(step(NEURON_PW_MUL, 0, 1) | step(NEURON_PW_ADD, 5, 2) << 16 |
+					       step(NEURON_PW_TANH, 6, 0) << 32 | step(NEURON_PW_SUB, 7, 21) << 48);
+	cmd.fscalars.f[0] = 0.5;
+	run(t.core, cmd);
+	std::vector<double> ref(n);
+	for (int i = 0; i < n; ++i)
+		ref[i] = std::tanh(static_cast<double>(a[i]) * b[i] + c[i]) - 0.5;
+	expect_close(download_f32(t.dma, dout, n), ref, 1e-5, 1e-6, "pointwise tanh(a*b+c)-0.5");
+	t.close();
+}
+
+DAEMON_TEST(programs, matmul_epilogue_is_a_linear_layer)
+{
+	Tenant t;
+	t.open("programs-epilogue");
+	const int m = 33, k = 300, nn = 47;
+	const auto a = random_f32(m * k, 41), b = random_f32(k * nn, 42), bias = random_f32(nn, 43);
+	const uint64_t da = dev_alloc(t.client, a.size() * 4), db = dev_alloc(t.client, b.size() * 4),
+		       dbias = dev_alloc(t.client, bias.size() * 4), dout = dev_alloc(t.client, m * nn * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	upload_f32(t.dma, dbias, bias);
+	for (int act : {NEURON_ACT_NONE, NEURON_ACT_RELU}) {
+		neuron_cmd cmd = make_cmd(NEURON_OP_MATMUL_EPILOGUE,
+					  {desc(dout, NEURON_DTYPE_F32, {m, nn}), desc(da, NEURON_DTYPE_F32, {m, k}),
+					   desc(db, NEURON_DTYPE_F32, {k, nn}), desc_strided(dbias, NEURON_DTYPE_F32, {m, nn}, {0, 1})});
+		cmd.fscalars.f[0] = 1.0;
+		cmd.fscalars.f[1] = 1.0;
+		cmd.iscalars[0] = act;
+		run(t.core, cmd);
+		std::vector<double> ref(m * nn);
+		for (int i = 0; i < m; ++i)
+			for (int j = 0; j < nn; ++j) {
+				double s = bias[j];
+				for (int x = 0; x < k; ++x)
+					s += static_cast<double>(a[i * k + x]) * b[x * nn + j];
+				ref[i * nn + j] = act == NEURON_ACT_RELU ? std::max(s, 0.0) : s;
+			}
+		expect_close(download_f32(t.dma, dout, m * nn), ref, 1e-4, 1e-4,
+			     act ? "relu(a@b+bias)" : "a@b+bias");
+	}
 	t.close();
 }

@@ -201,3 +201,19 @@ def test_programs_are_freed_with_the_graph():
     gc.collect()
     # The runner's finalizer released the program.
     assert not (mine & nc._live_handles())
+
+
+def test_a_replay_on_another_stream_runs_op_by_op():
+    # A program's buffer holds one replay's intermediates at a time: it replays
+    # only on the stream it was captured on.
+    cf = torch.compile(lambda x: torch.tanh(x * 2) + 1, backend="neuron")
+    x = torch.randn(8, 8, device="neuron")
+    ref = torch.tanh(x.cpu() * 2) + 1
+    torch.testing.assert_close(cf(x).cpu(), ref)
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        out = cf(x)
+    s.synchronize()
+    torch.testing.assert_close(out.cpu(), ref)
+    st = nc.stats()
+    assert st.get("replays", 0) == 0 and st.get("eager_runs") == 1, st

@@ -23,6 +23,9 @@ namespace {
 
 struct GraphProgram {
 	uint64_t id = 0; // neurond's program id
+	// The stream it was captured on, and replays on: its buffer holds one
+	// replay's intermediates at a time, which one stream's order guarantees.
+	const StreamQueues *stream = nullptr;
 	LoweredProgram plan;
 	FusionCounts fused;
 };
@@ -81,6 +84,7 @@ std::tuple<int64_t, std::string> op_capture_end(const std::vector<at::Tensor> &i
 {
 	Recording rec = capture_finish();
 	auto g = std::make_shared<GraphProgram>();
+	g->stream = &current_queues(static_cast<int>(device));
 	if (rec.taint.empty()) {
 		resolve_owners(rec);
 		if (fusion)
@@ -97,12 +101,13 @@ std::tuple<int64_t, std::string> op_capture_end(const std::vector<at::Tensor> &i
 }
 
 // (true, outputs) after one submission; (false, []) if the inputs' layout is not
-// the captured one (the caller runs the graph op by op).
+// the captured one or the current stream is another (the caller runs the graph
+// op by op).
 std::tuple<bool, std::vector<at::Tensor>> op_program_run(int64_t handle, const std::vector<at::Tensor> &inputs)
 {
 	const std::shared_ptr<const GraphProgram> g = find_program(handle);
 	const LoweredProgram &p = g->plan;
-	if (!input_mismatch(p, inputs).empty())
+	if (!input_mismatch(p, inputs).empty() || &current_queues(p.device) != g->stream)
 		return {false, {}};
 	std::vector<uint64_t> bindings(p.arg_bytes.size(), 0);
 	std::vector<c10::Storage> storages(p.arg_bytes.size());

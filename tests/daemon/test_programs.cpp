@@ -302,3 +302,35 @@ DAEMON_TEST(programs, matmul_epilogue_is_a_linear_layer)
 	}
 	t.close();
 }
+
+// A program's buffer counts against the tenant's hbm_bytes limit, and goes when
+// the tenant goes.
+static void up_with_small_hbm_limit() { daemon_up_with({"--limit", "training.hbm_bytes=64M"}); }
+
+TestSuite(program_limits, .init = up_with_small_hbm_limit, .fini = daemon_down, .timeout = 100);
+
+Test(program_limits, buffers_count_against_the_limit_and_go_with_the_tenant)
+{
+	neuron_client *observer = connect("observer");
+	const uint64_t base = hbm_used(observer);
+	Tenant t;
+	t.open("programs-limit");
+	MlpProgram big;
+	big.buffer_bytes[0] = 80ull << 20; // more than the 64 MiB limit
+	expect_refused(t.client, big.desc, "hbm_bytes");
+	MlpProgram p;
+	p.buffer_bytes[0] = 48ull << 20;
+	uint64_t id = 0;
+	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &p.desc, &id));
+	// 48 MiB held: 32 MiB more is past the limit, as a plain allocation.
+	uint64_t addr = 0;
+	cr_expect_neq(neuron_alloc(t.client, 0, 32ull << 20, 0, &addr), NEURON_OK,
+		      "an allocation past the limit (the program's buffer counted) was granted");
+	cr_expect_geq(hbm_used(observer), base + (48ull << 20), "the program's buffer is not in HBM use");
+	t.close(); // the tenant goes with its program
+	const uint64_t after = wait_hbm_used(observer, 0, base, 5000);
+	cr_expect_eq(after, base, "HBM use %lu after the tenant left, %lu before", (unsigned long)after,
+		     (unsigned long)base);
+	neuron_disconnect(observer);
+	daemon_finish();
+}

@@ -204,6 +204,8 @@ class _GraphRunner:
             _count("programs")
             info = torch.ops.neuron._program_info(prog.handle)
             _count("program_nodes", info[1])
+            _count("plan_bytes", info[3])  # the programs' buffers (the memory plan)
+            _count("intermediate_bytes", info[4])  # their intermediates, without reuse
             _count("fused_pointwise_chains", info[5])
             _count("fused_pointwise_ops", info[6])
             _count("fused_matmul_epilogues", info[7])

@@ -37,7 +37,13 @@ public:
 	// the session closed meanwhile). dispatch() leaves the response's body unset
 	// for a request answered this way.
 	std::function<void(api::Response &)> deferred_reply(uint64_t request_id);
-	void roll_latency_window() { tenant_->roll_latency_window(); }
+	// Once a second (the server's telemetry timer): latency windows roll, and the
+	// buffers of deregistered programs whose last replay ended go back.
+	void roll_latency_window()
+	{
+		tenant_->roll_latency_window();
+		tenant_->reap_programs();
+	}
 
 private:
 	// Reading: wait for the socket, read, then pump().
@@ -63,6 +69,7 @@ private:
 	void list_devices(api::Response *resp);
 	void list_tenants(const api::ListTenants &req, api::Response *resp);
 	bool register_host(const api::Request &req, std::vector<int> &fds, api::Response *resp);
+	bool register_program(const api::Request &req, std::vector<int> &fds, api::Response *resp);
 	void create_queue(const api::CreateQueue &c, api::Response *resp, int *reply_fd);
 	// True (after failing resp) if this tenant is an observer, which may only query.
 	bool refuse_observer(const char *what, api::Response *resp);

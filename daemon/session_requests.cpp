@@ -17,8 +17,8 @@ namespace {
 
 constexpr uint32_t kApiMajor = 1;
 // 1: capacity sharing (pools, loans, policy, events). 2: ListTenants paging, limits,
-// redaction, events.lost.
-constexpr uint32_t kApiMinor = 2;
+// redaction, events.lost. 3: programs (RegisterProgram, DeregisterProgram).
+constexpr uint32_t kApiMinor = 3;
 // A ListTenants page stays this far below the frame size.
 constexpr size_t kPageMargin = 64 * 1024;
 
@@ -42,10 +42,13 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 		return false;
 	}
 	// Descriptors are bound to the frame they arrive with (contracts/neuron.proto).
-	if (!fds.empty() && !req.has_register_host_buffer()) {
+	const bool takes_fd =
+		req.has_register_host_buffer() || (req.has_register_program() && req.register_program().in_memfd());
+	if (!fds.empty() && !takes_fd) {
 		fail(resp, api::ERROR_PROTOCOL,
 		     std::to_string(fds.size()) + " file descriptor(s) came with a request that takes none (only "
-						  "RegisterHostBuffer takes one, on its own frame)");
+						  "RegisterHostBuffer and RegisterProgram with in_memfd take one, on "
+						  "their own frame)");
 		return false;
 	}
 	switch (req.body_case()) {
@@ -112,6 +115,16 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 		else
 			resp->mutable_ok();
 		return true;
+	case api::Request::kRegisterProgram:
+		return register_program(req, fds, resp);
+	case api::Request::kDeregisterProgram: {
+		api::ErrorCode code;
+		if (auto err = t.deregister_program(req.deregister_program().program_id(), &code); !err.empty())
+			fail(resp, code, err);
+		else
+			resp->mutable_ok();
+		return true;
+	}
 	case api::Request::kGetCapacity:
 	case api::Request::kLend:
 	case api::Request::kReclaim:
@@ -253,6 +266,25 @@ bool Session::register_host(const api::Request &req, std::vector<int> &fds, api:
 	else
 		resp->mutable_register_host_buffer()->set_handle(handle);
 	return true; // the caller closes fd: the backend mapped or imported what it needs
+}
+
+bool Session::register_program(const api::Request &req, std::vector<int> &fds, api::Response *resp)
+{
+	if (refuse_observer("RegisterProgram", resp))
+		return true;
+	if (fds.size() > 1) {
+		fail(resp, api::ERROR_PROTOCOL, "RegisterProgram takes at most one file descriptor, " +
+							std::to_string(fds.size()) + " came with it");
+		return false;
+	}
+	api::ErrorCode code;
+	api::RegisterProgramReply reply;
+	const int fd = fds.empty() ? -1 : fds.front();
+	if (auto err = tenant_->register_program(req.register_program(), fd, &reply, &code); !err.empty())
+		fail(resp, code, err);
+	else
+		*resp->mutable_register_program() = reply;
+	return true; // the caller closes fd
 }
 
 void Session::create_queue(const api::CreateQueue &c, api::Response *resp, int *reply_fd)

@@ -135,13 +135,19 @@ std::string Tenant::free(uint32_t device, uint64_t address, api::ErrorCode *code
 		return err;
 	if (auto err = no_device(device, code); !err.empty())
 		return err;
-	uint64_t size = 0;
+	uint64_t size = 0, owner = 0;
 	{
 		const backend::TenantMemory &m = ctx_->memory();
 		std::shared_lock lock(m.mutex);
 		uint64_t start = 0;
 		if (const auto *a = m.find_device(device, address, 1, &start); a && start == address)
 			size = a->size;
+		owner = m.program_of(device, address);
+	}
+	if (owner != 0) {
+		*code = api::ERROR_INVALID_ARGUMENT;
+		return "device address " + std::to_string(address) + " is a buffer of program " + std::to_string(owner) +
+		       ": it is freed with the program (DeregisterProgram)";
 	}
 	if (auto err = refused(ctx_->free(device, address), code); !err.empty())
 		return err;
@@ -269,9 +275,13 @@ void Tenant::release_all()
 	released_ = true;
 	while (!queues_.empty())
 		destroy_queue(queues_.begin()->first);
-	// Waits for any command still running on an engine, then frees everything.
-	if (ctx_)
+	// Waits for any command still running on an engine, then frees everything
+	// (programs' buffers too: they are the tenant's memory).
+	if (ctx_) {
+		ctx_->programs().take_all();
+		retired_programs_.clear();
 		ctx_->release();
+	}
 }
 
 uint64_t Tenant::queue_depth(uint32_t device) const
@@ -336,6 +346,19 @@ void Tenant::fill_info(api::TenantInfo *info) const
 		info->set_busy_ns(busy);
 		info->set_tiles(tiles);
 		info->set_queue_depth(depth);
+	}
+	if (ctx_) {
+		uint64_t bytes = 0;
+		auto programs = ctx_->programs().snapshot();
+		for (const auto &p : programs)
+			for (uint64_t b : p->buffer_bytes)
+				bytes += b;
+		for (const auto &p : retired_programs_)
+			for (uint64_t b : p->buffer_bytes)
+				bytes += b;
+		info->set_programs(programs.size());
+		info->set_program_buffer_bytes(bytes);
+		info->set_program_validation_ns(program_validation_ns_);
 	}
 	info->set_pid(static_cast<uint32_t>(peer_.pid));
 	info->set_uid(peer_.uid);

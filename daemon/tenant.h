@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace neuron::daemon {
 
@@ -68,6 +69,14 @@ public:
 	std::string create_queue(uint32_t device, api::QueueKind kind, uint32_t core, uint32_t slots,
 				 std::shared_ptr<backend::Queue> *out, api::ErrorCode *code);
 	std::string destroy_queue(uint64_t id);
+	// Programs (<neuron/program.h>; tenant_programs.cpp). fd: the memfd that came
+	// with the request (-1 if none; the caller closes it).
+	std::string register_program(const api::RegisterProgram &req, int fd, api::RegisterProgramReply *reply,
+				     api::ErrorCode *code);
+	std::string deregister_program(uint64_t id, api::ErrorCode *code);
+	// Frees the buffers of deregistered programs that no replay holds any more
+	// (the telemetry timer calls it every second; registration too).
+	void reap_programs();
 
 	// Everything the tenant holds goes back: queues stop, memory is zeroed and freed.
 	// Runs once (later calls do nothing).
@@ -108,6 +117,10 @@ private:
 	uint64_t host_bytes_ = 0;
 	std::map<uint32_t, uint64_t> host_sizes_; // handle -> bytes
 	bool released_ = false;
+	// Deregistered programs whose buffers wait for the replays still holding them.
+	std::vector<std::shared_ptr<const program::Program>> retired_programs_;
+	uint64_t program_validation_ns_ = 0;
+	void free_program_buffers(const program::Program &p);
 };
 
 // Queue ids are unique across the daemon's life, so a stale id never names a new queue.

@@ -2,8 +2,10 @@
 #include "internal.h"
 
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -106,23 +108,67 @@ extern "C" neuron_status neuron_queue_destroy(neuron_queue *q)
 
 extern "C" uint64_t neuron_queue_id(const neuron_queue *q) { return q ? q->id : 0; }
 
+namespace {
+
+// Publishes a command of `count` slots (1, or an EXEC_PROGRAM with its bindings)
+// at once, written by write(first_seq); *seq_out receives its last slot's number.
+template <class Write> neuron_status publish(neuron_queue *q, uint32_t count, uint64_t *seq_out, Write write)
+{
+	std::lock_guard lock(q->submit_mutex);
+	if (q->ring.fault_code() != NEURON_FAULT_NONE)
+		return fault_status(q);
+	const uint64_t first = q->submitted + 1, last = first + count - 1;
+	// A slot is free once the command slot_count places earlier completed.
+	if (!q->ring.has_room(last))
+		if (neuron_status s = wait_completed(q, last - q->slot_count, -1); s != NEURON_OK)
+			return s;
+	write(first);
+	atomic_u64(q->submitted).store(last, std::memory_order_release);
+	if (seq_out)
+		*seq_out = last;
+	return NEURON_OK;
+}
+
+} // namespace
+
 extern "C" neuron_status neuron_submit(neuron_queue *q, const struct neuron_cmd *cmd, uint64_t *seq_out)
 {
 	if (!q || !cmd)
 		return fail(NEURON_ERR_INVALID, "neuron_submit: queue and command must not be NULL");
-	std::lock_guard lock(q->submit_mutex);
-	if (q->ring.fault_code() != NEURON_FAULT_NONE)
-		return fault_status(q);
-	const uint64_t seq = q->submitted + 1;
-	// The slot is free once the command slot_count places earlier completed.
-	if (!q->ring.has_room(seq))
-		if (neuron_status s = wait_completed(q, seq - q->slot_count, -1); s != NEURON_OK)
-			return s;
-	q->ring.publish(seq, *cmd);
-	atomic_u64(q->submitted).store(seq, std::memory_order_release);
-	if (seq_out)
-		*seq_out = seq;
-	return NEURON_OK;
+	return publish(q, 1, seq_out, [&](uint64_t seq) { q->ring.publish(seq, *cmd); });
+}
+
+extern "C" neuron_status neuron_submit_program(neuron_queue *q, uint64_t program, const uint64_t *bindings,
+					       uint32_t count, const struct neuron_exec_options *opts, uint64_t *seq_out)
+{
+	if (!q || (count && !bindings))
+		return fail(NEURON_ERR_INVALID, "neuron_submit_program: queue and bindings must not be NULL");
+	if (q->kind != NEURON_QUEUE_CORE)
+		return fail(NEURON_ERR_INVALID, "neuron_submit_program: programs run on core queues, not DMA queues");
+	const uint32_t slots = neuron_exec_slots(count);
+	if (slots > q->slot_count)
+		return fail(NEURON_ERR_INVALID, "neuron_submit_program: " + std::to_string(count) + " bindings take " +
+							std::to_string(slots) + " ring slots; queue " + std::to_string(q->id) +
+							" has " + std::to_string(q->slot_count));
+	// Thread-local staging: a replay is on the hot path (no allocation once warm).
+	thread_local std::vector<std::byte> buf;
+	buf.assign(size_t(slots) * NEURON_CMD_SLOT_SIZE, std::byte{0});
+	auto *head = reinterpret_cast<neuron_exec_slot *>(buf.data());
+	head->opcode = NEURON_OP_EXEC_PROGRAM;
+	head->program = program;
+	head->binding_count = count;
+	if (opts) {
+		head->user_tag = opts->user_tag;
+		head->wait = opts->wait;
+		head->flags = static_cast<uint8_t>(opts->flags);
+		head->rng_seed = opts->rng_seed;
+		head->rng_offset = opts->rng_offset;
+	}
+	const uint32_t inline_n = std::min<uint32_t>(count, NEURON_EXEC_INLINE_BINDINGS);
+	std::memcpy(head->bindings, bindings, inline_n * sizeof(uint64_t));
+	if (count > inline_n)
+		std::memcpy(buf.data() + NEURON_CMD_SLOT_SIZE, bindings + inline_n, (count - inline_n) * sizeof(uint64_t));
+	return publish(q, slots, seq_out, [&](uint64_t first) { q->ring.publish_slots(first, buf.data(), slots); });
 }
 
 extern "C" uint64_t neuron_queue_completed(const neuron_queue *q)

@@ -60,9 +60,9 @@ std::shared_ptr<Queue> Queue::blocking_peer() const
 	return peer;
 }
 
-void Queue::complete_one()
+void Queue::complete(uint32_t slots)
 {
-	const uint64_t done = completed_.fetch_add(1, std::memory_order_acq_rel) + 1;
+	const uint64_t done = completed_.fetch_add(slots, std::memory_order_acq_rel) + slots;
 	ring_.publish_completed(done);
 }
 

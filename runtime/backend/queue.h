@@ -70,7 +70,9 @@ public:
 	// The word complete_one() bumps (and wakes) after every command: engines blocked
 	// on this queue sleep on it, announced in header()->waiters.
 	uint32_t *completed_word() const { return ring_.completed_word(); }
-	void complete_one();
+	void complete_one() { complete(1); }
+	// A command of `slots` ring slots completed (EXEC_PROGRAM with its bindings).
+	void complete(uint32_t slots);
 	void fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
 
 private:

@@ -9,6 +9,8 @@
 
 #include "tenant_memory.h"
 
+#include <program/table.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +36,10 @@ public:
 	uint64_t id() const { return id_; }
 	TenantMemory &memory() { return memory_; }
 	const TenantMemory &memory() const { return memory_; }
+	// Its registered programs (<neuron/program.h>): the daemon adds and removes,
+	// engines find them when they admit an EXEC_PROGRAM (table.h: own lock).
+	program::ProgramTable &programs() { return programs_; }
+	const program::ProgramTable &programs() const { return programs_; }
 
 	// Zeroed device memory of `size` bytes on `device` (alignment 0: the API's
 	// default of 256); its tenant-visible address in *address.
@@ -62,6 +68,7 @@ public:
 
 protected:
 	TenantMemory memory_;
+	program::ProgramTable programs_;
 
 private:
 	uint64_t id_;

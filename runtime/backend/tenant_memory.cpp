@@ -44,6 +44,27 @@ const DeviceAllocation *TenantMemory::find_device(uint32_t device, uint64_t addr
 	return &it->second;
 }
 
+bool TenantMemory::set_program(uint32_t device, uint64_t address, uint64_t program)
+{
+	auto d = device_.find(device);
+	if (d == device_.end())
+		return false;
+	auto it = d->second.find(address);
+	if (it == d->second.end())
+		return false;
+	it->second.program = program;
+	return true;
+}
+
+uint64_t TenantMemory::program_of(uint32_t device, uint64_t address) const
+{
+	auto d = device_.find(device);
+	if (d == device_.end())
+		return 0;
+	auto it = d->second.find(address);
+	return it == d->second.end() ? 0 : it->second.program;
+}
+
 const HostRegion *TenantMemory::host(uint32_t handle) const
 {
 	auto h = host_.find(handle);

@@ -31,6 +31,7 @@ struct DeviceAllocation {
 	std::byte *host = nullptr;  // the first byte's host address (emu), or null
 	uint32_t handle = 0;        // the backend's buffer behind it (kmd: the BO), or 0
 	uint64_t handle_base = 0;   // tenant address of the buffer's first byte
+	uint64_t program = 0;       // a program's buffer (<neuron/program.h>): freed with it, not by hand
 };
 
 struct HostRegion {
@@ -59,6 +60,8 @@ public:
 	std::optional<DeviceAllocation> remove_device(uint32_t device, uint64_t address);
 	void add_host(uint32_t handle, HostRegion r) { host_[handle] = std::move(r); }
 	std::optional<HostRegion> remove_host(uint32_t handle);
+	// Marks the allocation at `address` as program `program`'s buffer; false if none starts there.
+	bool set_program(uint32_t device, uint64_t address, uint64_t program);
 	void clear()
 	{
 		device_.clear();
@@ -70,6 +73,8 @@ public:
 	// its start (*start); nullptr if none does.
 	const DeviceAllocation *find_device(uint32_t device, uint64_t address, uint64_t bytes, uint64_t *start) const;
 	const HostRegion *host(uint32_t handle) const;
+	// The program whose buffer starts at `address` (0: none, or the tenant's own memory).
+	uint64_t program_of(uint32_t device, uint64_t address) const;
 	uint64_t device_bytes(uint32_t device) const;
 	uint64_t host_bytes() const;
 	const std::map<uint32_t, std::map<uint64_t, DeviceAllocation>> &device_allocations() const { return device_; }

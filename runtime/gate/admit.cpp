@@ -5,6 +5,7 @@
 #include <geometry.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 
 namespace neuron::gate {
@@ -38,6 +39,54 @@ std::optional<Admission::Kind> check_wait(const backend::Queue &q, const neuron_
 	return Admission::Blocked;
 }
 
+// The rest of an EXEC_PROGRAM slot (a's command is in *cmd): its fields, and
+// its bindings from its own slot and the slots after it, all of which the
+// tenant must have published with it.
+void admit_program(const backend::Queue &q, uint64_t tail, const neuron_cmd &cmd, program::Exec *exec,
+		   Admission *a)
+{
+	a->kind = Admission::Fault;
+	const uint64_t count = static_cast<uint64_t>(cmd.iscalars[1]);
+	if (!exec) {
+		a->fault = fault(NEURON_FAULT_BAD_OPCODE, "EXEC_PROGRAM runs on core queues only");
+		return;
+	}
+	if (cmd.num_operands != 0 || cmd.reserved0 != 0 || (cmd.flags & ~NEURON_EXEC_RNG) != 0 ||
+	    cmd.fscalars.bits[0] | cmd.fscalars.bits[1] | cmd.fscalars.bits[2] | cmd.fscalars.bits[3]) {
+		a->fault = fault(NEURON_FAULT_BAD_OPERAND, "EXEC_PROGRAM: num_operands, reserved0 and f[] must be zero and "
+							   "flags NEURON_EXEC_RNG or 0");
+		return;
+	}
+	if (count > NEURON_PROGRAM_MAX_ARGS) {
+		a->fault = fault(NEURON_FAULT_BAD_OPERAND, "EXEC_PROGRAM binds " + std::to_string(count) +
+								   " arguments; a program has at most " +
+								   std::to_string(NEURON_PROGRAM_MAX_ARGS));
+		return;
+	}
+	const uint32_t slots = neuron_exec_slots(count);
+	if (slots > q.slot_count() || tail - a->seq + 1 < slots) {
+		a->fault = fault(NEURON_FAULT_RING, "EXEC_PROGRAM at " + std::to_string(a->seq) + " binds " +
+							    std::to_string(count) + " arguments in " + std::to_string(slots) +
+							    " slots, but the tenant published " +
+							    std::to_string(tail - a->seq + 1) +
+							    ": a command's slots must be published at once, within the ring");
+		return;
+	}
+	exec->flags = cmd.flags;
+	exec->rng_seed = static_cast<uint64_t>(cmd.iscalars[2]);
+	exec->rng_offset = static_cast<uint64_t>(cmd.iscalars[3]);
+	exec->bindings.resize(count);
+	const size_t first = std::min<uint64_t>(count, NEURON_EXEC_INLINE_BINDINGS);
+	q.ring().read_bytes(a->seq, offsetof(neuron_exec_slot, bindings), exec->bindings.data(), first * 8);
+	for (size_t done = first, s = 1; done < count; ++s) {
+		const size_t n = std::min<size_t>(count - done, NEURON_EXEC_SLOT_BINDINGS);
+		q.ring().read_bytes(a->seq + s, 0, exec->bindings.data() + done, n * 8);
+		done += n;
+	}
+	a->slots = slots;
+	a->kind = Admission::Ready;
+}
+
 } // namespace
 
 std::string hex(uint64_t v)
@@ -66,7 +115,7 @@ std::optional<Fault> check_command(const neuron_cmd &cmd)
 	return std::nullopt;
 }
 
-Admission admit_next(const backend::Queue &q, neuron_cmd *cmd)
+Admission admit_next(const backend::Queue &q, neuron_cmd *cmd, program::Exec *exec)
 {
 	Admission a;
 	a.seq = q.next_seq();
@@ -87,6 +136,10 @@ Admission admit_next(const backend::Queue &q, neuron_cmd *cmd)
 	a.user_tag = cmd->user_tag;
 	if (auto k = check_wait(q, *cmd, a.seq, &a.fault)) {
 		a.kind = *k;
+		return a;
+	}
+	if (cmd->opcode == NEURON_OP_EXEC_PROGRAM) {
+		admit_program(q, tail, *cmd, q.kind() == backend::QueueKind::Core ? exec : nullptr, &a);
 		return a;
 	}
 	if (auto f = check_command(*cmd)) {
@@ -138,6 +191,49 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 		ranges[k] = {p.key, *extent};
 	}
 	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
+}
+
+} // namespace neuron::gate
+
+namespace neuron::gate {
+
+std::optional<Fault> bind_program(const program::Program &p, const program::Exec &exec, const MemorySpace &memory)
+{
+	const size_t n = p.arg_bytes.size();
+	if (exec.bindings.size() != n)
+		return fault(NEURON_FAULT_BAD_OPERAND, "program " + std::to_string(p.id) + " takes " + std::to_string(n) +
+							       " arguments; EXEC_PROGRAM binds " +
+							       std::to_string(exec.bindings.size()));
+	struct Bound {
+		uint64_t key, end;
+		uint32_t arg;
+	};
+	std::vector<Bound> bound;
+	bound.reserve(n);
+	for (uint32_t k = 0; k < n; ++k) {
+		Placement place;
+		std::string why;
+		if (!memory.place_device(exec.bindings[k], p.arg_bytes[k], p.arg_written[k] != 0, &place, &why))
+			return fault(NEURON_FAULT_OUT_OF_BOUNDS, "program " + std::to_string(p.id) + " argument " +
+									 std::to_string(k) + " (" + std::to_string(p.arg_bytes[k]) +
+									 " bytes): " + why);
+		bound.push_back({place.key, place.key + p.arg_bytes[k], k});
+	}
+	std::sort(bound.begin(), bound.end(), [](const Bound &a, const Bound &b) { return a.key < b.key; });
+	// Sorted by start: an argument overlaps those after it that start before it ends.
+	for (size_t i = 0; i < bound.size(); ++i)
+		for (size_t j = i + 1; j < bound.size() && bound[j].key < bound[i].end; ++j) {
+			const uint32_t a = bound[i].arg, b = bound[j].arg;
+			if (!p.arg_written[a] && !p.arg_written[b])
+				continue;
+			const uint32_t w = p.arg_written[a] ? a : b;
+			return fault(NEURON_FAULT_OVERLAP, "program " + std::to_string(p.id) + " arguments " +
+								   std::to_string(std::min(a, b)) + " and " +
+								   std::to_string(std::max(a, b)) +
+								   " overlap, and the program writes argument " + std::to_string(w) +
+								   ": bind it to memory no other argument touches");
+		}
+	return std::nullopt;
 }
 
 } // namespace neuron::gate

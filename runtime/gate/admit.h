@@ -19,6 +19,8 @@
 
 #include "memory_space.h"
 
+#include <program/program.h>
+
 #include <fault.h>
 #include <kernels.h>
 #include <neuron/cmd.h>
@@ -44,11 +46,15 @@ struct Admission {
 	} kind = Empty;
 	uint64_t seq = 0;
 	uint64_t user_tag = 0; // of the faulting command (0 for a ring fault)
+	uint32_t slots = 1;    // ring slots the command occupies (EXEC_PROGRAM: its bindings)
 	kernels::Fault fault{};
 };
 
-// Stage 1 for the next command of q (seq = q.next_seq()), copied into *cmd.
-Admission admit_next(const backend::Queue &q, neuron_cmd *cmd);
+// Stage 1 for the next command of q (seq = q.next_seq()), copied into *cmd. An
+// EXEC_PROGRAM (<neuron/program.h>) is admitted whole, its bindings and seed
+// copied into *exec (its nodes were checked at registration; bind_program is its
+// stage 2).
+Admission admit_next(const backend::Queue &q, neuron_cmd *cmd, program::Exec *exec);
 
 // The memory-free checks of stage 1 (semantics, work limits), for commands that
 // did not come from a ring slot just now (a job a kernel engine fetched).
@@ -64,6 +70,14 @@ struct Operands {
 // Stage 2. `dma`: the command runs on a DMA queue (COPY and NOP only; host
 // buffers allowed). The command must have passed stage 1.
 std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace &memory, Operands *out);
+
+// Stage 2 of an EXEC_PROGRAM: the replay's bindings against the tenant's memory,
+// once per replay. Each argument must lie inside the memory for its declared
+// size (written where the program writes it), and an argument the program
+// writes may overlap no other argument (registration checked the nodes on
+// disjoint arguments).
+std::optional<kernels::Fault> bind_program(const program::Program &p, const program::Exec &exec,
+					   const MemorySpace &memory);
 
 // One wording for what the gate and the memory spaces say.
 std::string hex(uint64_t v);

@@ -11,7 +11,7 @@
 #include "iterate.h"
 #include "ops.h"
 #include "parallel.h"
-#include "vmath.h"
+#include "pointwise_math.h"
 
 #include <cmath>
 
@@ -88,7 +88,7 @@ NK_HOT void f_scalar(Ew k, float *o, const float *a, float s, int64_t n)
 NK_HOT void f_relu(float *o, const float *a, int64_t n)
 {
 	for (int64_t i = 0; i < n; ++i)
-		o[i] = a[i] < 0.0f ? 0.0f : a[i]; // NaN propagates, as torch.relu
+		o[i] = pw_relu(a[i]);
 }
 
 // exp-based activations use the vectorisable exp_f32 (vmath.h).
@@ -99,13 +99,13 @@ NK_HOT void f_exp_based(Ew k, float *o, const float *a, int64_t n)
 			o[i] = exp_f32(a[i]);
 	else // Silu
 		for (int64_t i = 0; i < n; ++i)
-			o[i] = a[i] / (1.0f + exp_f32(-a[i]));
+			o[i] = pw_silu(a[i]);
 }
 
 NK_HOT void f_gelu_erf(float *o, const float *a, int64_t n)
 {
 	for (int64_t i = 0; i < n; ++i)
-		o[i] = 0.5f * a[i] * (1.0f + erf_f32(a[i] * 0.70710678118654752f));
+		o[i] = pw_gelu_erf(a[i]);
 }
 
 // tanh activations: libm calls dominate, no point cloning these.
@@ -115,14 +115,10 @@ void f_unary(Ew k, float *o, const float *a, int64_t n)
 	case Ew::GeluErf:
 		f_gelu_erf(o, a, n);
 		break;
-	case Ew::GeluTanh: {
-		const float c = 0.79788456080286536f; // sqrt(2 / pi)
-		for (int64_t i = 0; i < n; ++i) {
-			const float x = a[i];
-			o[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
-		}
+	case Ew::GeluTanh:
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = pw_gelu_tanh(a[i]);
 		break;
-	}
 	case Ew::Silu:
 	case Ew::Exp:
 		f_exp_based(k, o, a, n);

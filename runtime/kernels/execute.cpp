@@ -54,6 +54,7 @@ bool output_may_alias_inputs(neuron_opcode op)
 	case NEURON_OP_UNARY_MATH:
 	case NEURON_OP_BINARY_MATH:
 	case NEURON_OP_WHERE:
+	case NEURON_OP_POINTWISE:
 		// Element i of the output depends only on element i of each input, and
 		// every kernel reads an element (or a block of them) before writing it.
 		return true;
@@ -99,12 +100,12 @@ std::optional<Fault> check_view(const neuron_tensor_desc &d, const View &v, int 
 
 std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views, int max_threads, GemmPacks *packs)
 {
-	const int arity = op_arity(cmd.opcode);
-	if (arity < 0)
-		return detail::exec_fault("execute: unknown opcode " + std::to_string(cmd.opcode));
+	const int arity = cmd.num_operands; // check_semantics matched it to the opcode
+	if (op_arity(cmd.opcode) < 0 || cmd.opcode == NEURON_OP_EXEC_PROGRAM)
+		return detail::exec_fault("execute: opcode " + std::to_string(cmd.opcode) + " is not a kernel");
 	if (views.size() != static_cast<size_t>(arity))
 		return detail::exec_fault("execute: " + std::to_string(views.size()) + " views for " +
-					  op_name(cmd.opcode) + ", which takes " + std::to_string(arity));
+					  op_name(cmd.opcode) + " with " + std::to_string(arity) + " operands");
 	for (int k = 0; k < arity; ++k)
 		if (auto f = check_view(cmd.operands[k], views[static_cast<size_t>(k)], k))
 			return f;
@@ -188,6 +189,10 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_eigh(cmd, views, max_threads);
 	case NEURON_OP_SVD:
 		return detail::run_svd(cmd, views, max_threads);
+	case NEURON_OP_POINTWISE:
+		return detail::run_pointwise(cmd, views, max_threads);
+	case NEURON_OP_MATMUL_EPILOGUE:
+		return detail::run_matmul_epilogue(cmd, views, max_threads, packs);
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

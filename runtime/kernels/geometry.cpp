@@ -37,7 +37,8 @@ uint64_t command_work(const neuron_cmd &cmd)
 	uint64_t work = 0;
 	for (int k = 0; k < std::min<int>(cmd.num_operands, NEURON_MAX_OPERANDS); ++k)
 		work = std::max(work, numel(cmd.operands[k]));
-	if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
+	if ((cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) ||
+	    (cmd.opcode == NEURON_OP_MATMUL_EPILOGUE && cmd.num_operands == 4)) {
 		const neuron_tensor_desc &a = cmd.operands[1];
 		const uint64_t k = a.ndim >= 1 ? static_cast<uint64_t>(a.sizes[a.ndim - 1]) : 1;
 		if (__builtin_mul_overflow(numel(cmd.operands[0]), k, &work))

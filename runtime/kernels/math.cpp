@@ -11,6 +11,7 @@
 #include "pointwise.h"
 #include "special_math.h"
 #include "vmath.h"
+#include "pointwise_math.h"
 
 #include <atomic>
 #include <cmath>
@@ -20,23 +21,11 @@ namespace neuron::kernels::detail {
 
 namespace {
 
-inline float gelu_grad(float x, bool tanh_form)
-{
-	if (tanh_form) {
-		constexpr float k = 0.7978845608028654f, c = 0.044715f;
-		const float x3 = x * x * x;
-		const float t = std::tanh(k * (x + c * x3));
-		return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * k * (1 + 3 * c * x * x);
-	}
-	constexpr float inv_sqrt2 = 0.7071067811865476f, inv_sqrt_2pi = 0.3989422804014327f;
-	return 0.5f * (1 + erf_f32(x * inv_sqrt2)) + x * inv_sqrt_2pi * exp_f32(-0.5f * x * x);
-}
-
 // dx = g * gelu'(x), erf form: the loop vectorises (vmath.h), unlike libm's erff.
 NK_HOT void gelu_backward_erf(float *g, const float *x, int64_t n)
 {
 	for (int64_t i = 0; i < n; ++i)
-		g[i] *= gelu_grad(x[i], false);
+		g[i] *= pw_gelu_grad(x[i], false);
 }
 
 } // namespace
@@ -138,16 +127,13 @@ Result run_unary_math(const neuron_cmd &cmd, std::span<const View> v, int max_th
 		switch (fn) {
 		case NEURON_UNARY_LOG: for (int64_t i = 0; i < n; ++i) x[i] = std::log(x[i]); break;
 		case NEURON_UNARY_SQRT: for (int64_t i = 0; i < n; ++i) x[i] = std::sqrt(x[i]); break;
-		case NEURON_UNARY_RSQRT: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / std::sqrt(x[i]); break;
+		case NEURON_UNARY_RSQRT: for (int64_t i = 0; i < n; ++i) x[i] = pw_rsqrt(x[i]); break;
 		case NEURON_UNARY_ABS: for (int64_t i = 0; i < n; ++i) x[i] = std::fabs(x[i]); break;
-		case NEURON_UNARY_SIGMOID: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i])); break;
+		case NEURON_UNARY_SIGMOID: for (int64_t i = 0; i < n; ++i) x[i] = pw_sigmoid(x[i]); break;
 		case NEURON_UNARY_ERF: for (int64_t i = 0; i < n; ++i) x[i] = std::erf(x[i]); break;
 		case NEURON_UNARY_RECIPROCAL: for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / x[i]; break;
 		case NEURON_UNARY_POW:
-			if (p0 == 2.0f)
-				for (int64_t i = 0; i < n; ++i) x[i] = x[i] * x[i];
-			else
-				for (int64_t i = 0; i < n; ++i) x[i] = std::pow(x[i], p0);
+			for (int64_t i = 0; i < n; ++i) x[i] = pw_square_or_pow(x[i], p0);
 			break;
 		case NEURON_UNARY_CLAMP:
 			// NaN stays NaN (as torch.clamp): comparisons with NaN are false.
@@ -177,8 +163,8 @@ Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_t
 			load_block<double>(a, q[1], s[1], n, adt);
 			load_block<double>(b, q[2], s[2], n, bdt);
 			const bool mx = fn == NEURON_BINARY_MAXIMUM;
-			for (int64_t i = 0; i < n; ++i) // NaN propagates, as torch.maximum
-				a[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (mx ? std::max(a[i], b[i]) : std::min(a[i], b[i]));
+			for (int64_t i = 0; i < n; ++i)
+				a[i] = pw_max_min(a[i], b[i], mx);
 			if (is_floating(odt)) {
 				float f[kBlock];
 				for (int64_t i = 0; i < n; ++i)
@@ -200,7 +186,7 @@ Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_t
 		case NEURON_BINARY_GELU_BACKWARD:
 			if (tanh_form)
 				for (int64_t i = 0; i < n; ++i)
-					a[i] *= gelu_grad(b[i], true);
+					a[i] *= pw_gelu_grad(b[i], true);
 			else
 				gelu_backward_erf(a, b, n);
 			break;

@@ -57,6 +57,11 @@ Result run_orgqr(const neuron_cmd &cmd, std::span<const View> v, int max_threads
 Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads);             // linalg.cpp
 Result run_svd(const neuron_cmd &cmd, std::span<const View> v, int max_threads);              // linalg.cpp
 
+// ISA 1.5
+Result run_pointwise(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // pointwise_chain.cpp
+Result run_matmul_epilogue(const neuron_cmd &cmd, std::span<const View> v, int max_threads,
+			   GemmPacks *packs); // matmul_epilogue.cpp
+
 Fault exec_fault(std::string message);
 // Before the first BLAS call: the CPU's kernel set, one OpenBLAS thread per call.
 void prepare_blas(); // matmul.cpp

@@ -128,7 +128,16 @@ const OpInfo kIsa14Ops[] = {
 	{"amp_unscale", 3, {"grad", "found_inf", "inv_scale"}},
 	{"amp_update_scale", 3, {"scale", "growth_tracker", "found_inf"}},
 };
-static_assert(kIsa14First + std::size(kIsa14Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.4 opcode");
+static_assert(kIsa14First + std::size(kIsa14Ops) == NEURON_OP_AMP_UPDATE_SCALE + 1, "one entry per ISA 1.4 opcode");
+
+// ISA 1.5, the block from opcode 72 (cmd.h): programs and fused ops.
+constexpr uint16_t kIsa15First = NEURON_OP_EXEC_PROGRAM;
+const OpInfo kIsa15Ops[] = {
+	{"exec_program", 0, {}},
+	{"pointwise", 6, {"out", "in1", "in2", "in3", "in4", "in5"}, true},
+	{"matmul_epilogue", 4, {"out", "a", "b", "bias"}},
+};
+static_assert(kIsa15First + std::size(kIsa15Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.5 opcode");
 
 } // namespace
 
@@ -138,6 +147,8 @@ const OpInfo *op_info(uint16_t opcode)
 		return &kOps[opcode];
 	if (opcode >= kIsa14First && opcode < kIsa14First + std::size(kIsa14Ops))
 		return &kIsa14Ops[opcode - kIsa14First];
+	if (opcode >= kIsa15First && opcode < kIsa15First + std::size(kIsa15Ops))
+		return &kIsa15Ops[opcode - kIsa15First];
 	return nullptr;
 }
 
@@ -203,6 +214,22 @@ struct Checker : CheckBase {
 
 	std::optional<Fault> matmul() const
 	{
+		if (auto f = matmul_shapes())
+			return f;
+		return unused_scalars(0x3, 0x0);
+	}
+
+	// MATMUL's operands (0..2) as MATMUL_EPILOGUE shares them; then its bias and
+	// activation (semantics_isa15.cpp).
+	std::optional<Fault> matmul_epilogue() const
+	{
+		if (auto f = matmul_shapes())
+			return f;
+		return check_epilogue_extras(*this);
+	}
+
+	std::optional<Fault> matmul_shapes() const
+	{
 		const neuron_tensor_desc &o = d(0), &a = d(1), &b = d(2);
 		std::optional<Fault> f;
 		if ((f = dtype_is(0, is_floating(o.dtype), "f32, bf16 or f16")))
@@ -232,7 +259,7 @@ struct Checker : CheckBase {
 		if (b.sizes[m] != a.sizes[m + 1])
 			return bad(who(2) + fmt(": sizes[%d]=%" PRId64 " (K) does not match a sizes[%d]=%" PRId64, m,
 						b.sizes[m], m + 1, a.sizes[m + 1]));
-		return unused_scalars(0x3, 0x0);
+		return std::nullopt;
 	}
 
 	std::optional<Fault> reduction() const
@@ -739,13 +766,15 @@ struct Checker : CheckBase {
 			return bad(fmt("flags=0x%x must be zero (no flags are defined)", cmd.flags));
 		if (cmd.reserved0 != 0)
 			return bad(fmt("reserved0=0x%x must be zero", cmd.reserved0));
-		if (cmd.num_operands != op.arity)
-			return bad(fmt("num_operands=%u but %s takes %d", cmd.num_operands, op.name, op.arity));
+		if (op.variadic ? cmd.num_operands < 2 || cmd.num_operands > op.arity : cmd.num_operands != op.arity)
+			return bad(op.variadic ? fmt("num_operands=%u but %s takes 2 to %d", cmd.num_operands, op.name, op.arity)
+					       : fmt("num_operands=%u but %s takes %d", cmd.num_operands, op.name, op.arity));
 		static const neuron_tensor_desc zero{};
-		for (int k = op.arity; k < NEURON_MAX_OPERANDS; ++k)
+		for (int k = cmd.num_operands; k < NEURON_MAX_OPERANDS; ++k)
 			if (std::memcmp(&cmd.operands[k], &zero, sizeof(zero)) != 0)
-				return bad(fmt("operand %d: unused by %s (arity %d) but not all zero", k, op.name, op.arity));
-		for (int k = 0; k < op.arity; ++k)
+				return bad(fmt("operand %d: unused by %s (%u operands) but not all zero", k, op.name,
+					       cmd.num_operands));
+		for (int k = 0; k < cmd.num_operands; ++k)
 			if (auto f = descriptor(k))
 				return f;
 		switch (cmd.opcode) {
@@ -802,7 +831,11 @@ struct Checker : CheckBase {
 		case NEURON_OP_EIGH:
 		case NEURON_OP_SVD:
 			return linalg();
+		case NEURON_OP_MATMUL_EPILOGUE:
+			return matmul_epilogue();
 		default:
+			if (cmd.opcode >= kIsa15First)
+				return check_isa15(*this);
 			if (cmd.opcode >= kIsa14First)
 				return check_isa14(*this);
 			return elementwise();
@@ -831,9 +864,10 @@ std::optional<Fault> check_semantics(const neuron_cmd &cmd)
 	const semantics::OpInfo *op = semantics::op_info(cmd.opcode);
 	if (!op)
 		return Fault{NEURON_FAULT_BAD_OPCODE,
-			     semantics::fmt("opcode %u is unknown (this chip implements 1..%d and %d..%d, ISA %d.%d)",
-					    cmd.opcode, NEURON_OP_SVD, NEURON_OP_RNG, NEURON_OP_COUNT_ - 1,
-					    NEURON_CMD_ABI_MAJOR, NEURON_CMD_ABI_MINOR)};
+			     semantics::fmt("opcode %u is unknown (this chip implements 1..%d, %d..%d and %d..%d, ISA %d.%d)",
+					    cmd.opcode, NEURON_OP_SVD, NEURON_OP_RNG, NEURON_OP_AMP_UPDATE_SCALE,
+					    NEURON_OP_EXEC_PROGRAM, NEURON_OP_COUNT_ - 1, NEURON_CMD_ABI_MAJOR,
+					    NEURON_CMD_ABI_MINOR)};
 	return semantics::Checker{{cmd, *op}}.run();
 }
 

@@ -30,8 +30,9 @@ inline Fault bad(const std::string &msg) { return Fault{NEURON_FAULT_BAD_OPERAND
 
 struct OpInfo {
 	const char *name;
-	int arity;
+	int arity; // operands it takes; a variadic op takes 2..arity
 	const char *operands[NEURON_MAX_OPERANDS];
+	bool variadic = false;
 };
 
 // The opcode's name, arity and operand names; nullptr for an unknown opcode
@@ -157,5 +158,10 @@ struct CheckBase {
 
 // ISA 1.4 (opcodes 64..71): the per-op rules, after CheckBase's descriptor checks.
 std::optional<Fault> check_isa14(const CheckBase &base);
+// ISA 1.5 (opcodes 72..79, semantics_isa15.cpp): EXEC_PROGRAM (never a command
+// the kernels run) and POINTWISE; MATMUL_EPILOGUE's matmul part is the
+// Checker's (semantics.cpp), its bias and activation here.
+std::optional<Fault> check_isa15(const CheckBase &base);
+std::optional<Fault> check_epilogue_extras(const CheckBase &base);
 
 } // namespace neuron::kernels::semantics

@@ -76,6 +76,12 @@ public:
 	~KmdBackend() override;
 
 	const char *name() const override { return "kmd"; }
+	// Replays have not been run through the driver's jobs (and its QEMU suite) yet.
+	std::string programs_unsupported() const override
+	{
+		return "the kmd backend does not replay programs yet (issue 14 runs them on --backend emu); "
+		       "torch.compile graphs run op by op here";
+	}
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
 	void stop() override;

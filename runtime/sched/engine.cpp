@@ -143,7 +143,7 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	if (q.faulted() || q.retired())
 		return Step::Idle;
 	InFlight &f = l.inflight;
-	const gate::Admission a = gate::admit_next(q, &f.cmd);
+	const gate::Admission a = gate::admit_next(q, &f.cmd, &f.exec);
 	switch (a.kind) {
 	case gate::Admission::Empty:
 	case gate::Admission::Blocked: // not ready: try the other queues
@@ -154,6 +154,10 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	case gate::Admission::Ready:
 		break;
 	}
+	f.user_tag = f.cmd.user_tag;
+	f.slots = a.slots;
+	if (f.cmd.opcode == NEURON_OP_EXEC_PROGRAM)
+		return start_program(l, qp, a.seq);
 	{
 		// Validation before execution: the whole command, before its first tile.
 		backend::TenantMemory &m = q.tenant().memory();
@@ -168,23 +172,94 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	}
 	f.queue = qp;
 	f.seq = a.seq;
+	if (begin_current(l, q))
+		l.active.store(true, std::memory_order_release);
+	return Step::Progress;
+}
+
+// An EXEC_PROGRAM passed stage 1: its program, its bindings against the tenant's
+// memory (once per replay), then its first node.
+Engine::Step Engine::start_program(LogicalCore &l, const std::shared_ptr<Queue> &qp, uint64_t seq)
+{
+	Queue &q = *qp;
+	InFlight &f = l.inflight;
+	const uint64_t id = static_cast<uint64_t>(f.cmd.iscalars[0]);
+	std::shared_ptr<const program::Program> p = q.tenant().programs().find(id);
+	if (!p || p->device != q.device()) {
+		fault(q, NEURON_FAULT_BAD_OPERAND, seq, f.user_tag,
+		      "EXEC_PROGRAM names program " + std::to_string(id) +
+			      (p ? ", which was registered for device " + std::to_string(p->device) + ", not this queue's"
+				 : ", which this tenant has not registered (or has deregistered)"));
+		return Step::Progress;
+	}
+	{
+		backend::TenantMemory &m = q.tenant().memory();
+		std::shared_lock lock(m.mutex);
+		if (q.retired())
+			return Step::Idle;
+		if (auto flt = gate::bind_program(*p, f.exec, m.space(q.device()))) {
+			fault(q, flt->code, seq, f.user_tag, flt->message);
+			return Step::Progress;
+		}
+	}
+	f.program = std::move(p);
+	f.node = 0;
+	f.queue = qp;
+	f.seq = seq;
+	program::materialise(*f.program, 0, f.exec, &f.cmd);
+	if (begin_current(l, q))
+		l.active.store(true, std::memory_order_release);
+	return Step::Progress;
+}
+
+// The program's next node: the one before completed, the logical core keeps the
+// command (and the core goes back to the scheduler, which may run someone else
+// first: a replay is preemptible between its nodes as between tiles).
+Engine::Step Engine::next_node(LogicalCore &l, Queue &q)
+{
+	InFlight &f = l.inflight;
+	runner_->end(f);
+	++f.node;
+	program::materialise(*f.program, f.node, f.exec, &f.cmd);
+	begin_current(l, q);
+	return Step::Progress;
+}
+
+// Plans the tiles of f.cmd (a command, or a program's node) and lets the runner
+// take what they share. False if the runner faulted it (the command ended).
+bool Engine::begin_current(LogicalCore &l, Queue &q)
+{
+	InFlight &f = l.inflight;
 	// Tiles of one thread's budget: runners give each tile its own thread.
 	f.plan = options_.tiling ? plan_tiles(f.cmd, options_.tile_budget, 1) : TilePlan{};
 	f.tiles.reset(f.plan.tiles, chain_length(f.plan));
 	if (auto flt = runner_->begin(l, f, context(l, q))) {
-		fault(q, flt->code, f.seq, f.cmd.user_tag, flt->message);
+		fault_inflight(l, q, flt->code, flt->message);
 		finish_command(l);
-		return Step::Progress;
+		return false;
 	}
-	l.active.store(true, std::memory_order_release);
-	return Step::Progress;
+	return true;
 }
 
 void Engine::finish_command(LogicalCore &l)
 {
 	runner_->end(l.inflight); // no tile runs now; what they shared goes back at once
 	l.inflight.queue.reset();
+	l.inflight.program.reset(); // a deregistered program's buffers may go now
 	l.active.store(false, std::memory_order_release);
+}
+
+// The in-flight command faults; a program's node is named (program, node,
+// opcode, label), with the node's own tag if it has one.
+void Engine::fault_inflight(LogicalCore &l, Queue &q, uint32_t code, const std::string &reason)
+{
+	InFlight &f = l.inflight;
+	if (!f.program) {
+		fault(q, code, f.seq, f.cmd.user_tag, reason);
+		return;
+	}
+	fault(q, code, f.seq, f.cmd.user_tag ? f.cmd.user_tag : f.user_tag,
+	      program::node_name(*f.program, f.node) + ": " + reason);
 }
 
 void Engine::complete_command(LogicalCore &l, Queue &q)
@@ -195,7 +270,7 @@ void Engine::complete_command(LogicalCore &l, Queue &q)
 	const uint64_t end = monotonic_ns();
 	const uint64_t since = l.pending_since_ns.load(std::memory_order_relaxed);
 	l.latency.record(since && since < end ? end - since : f.last_tile_ns);
-	q.complete_one();
+	q.complete(f.slots);
 	finish_command(l);
 	// The next command of this logical core (if any) starts its clock now.
 	l.pending_since_ns.store(0, std::memory_order_relaxed);
@@ -239,11 +314,13 @@ Engine::Step Engine::step(LogicalCore &l)
 	if (!tiled && out.kind == Outcome::Done)
 		count_tile(l, longest);
 	if (out.kind == Outcome::Done) {
+		if (f.program && f.node + 1 < f.program->nodes.size())
+			return next_node(l, q);
 		complete_command(l, q);
 		return Step::Progress;
 	}
 	if (out.kind == Outcome::Fault)
-		fault(q, out.code, f.seq, f.cmd.user_tag, out.reason);
+		fault_inflight(l, q, out.code, out.reason);
 	if (out.kind != Outcome::Preempted)
 		finish_command(l);
 	return Step::Progress;

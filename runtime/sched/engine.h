@@ -68,7 +68,11 @@ private:
 	bool run_one();
 	Step step(LogicalCore &l);
 	Step start_command(LogicalCore &l, const std::shared_ptr<Queue> &q);
+	Step start_program(LogicalCore &l, const std::shared_ptr<Queue> &q, uint64_t seq);
+	Step next_node(LogicalCore &l, Queue &q);
+	bool begin_current(LogicalCore &l, Queue &q);
 	void finish_command(LogicalCore &l);
+	void fault_inflight(LogicalCore &l, Queue &q, uint32_t code, const std::string &reason);
 	void complete_command(LogicalCore &l, Queue &q);
 	// EngineHooks. should_yield is called by tile threads too: it only reads what
 	// does not change during a tile group.

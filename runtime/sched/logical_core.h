@@ -18,6 +18,7 @@
 #include "tiling.h"
 
 #include <backend/queue.h>
+#include <program/program.h>
 
 #include <atomic>
 #include <cstdint>
@@ -45,6 +46,9 @@ public:
 
 // The command a logical core is running: it outlives any one engine's turn, so a
 // command preempted on one physical core resumes on another where it stopped.
+// For an EXEC_PROGRAM, `cmd` is the node running now (materialised from the
+// program) and everything else describes that node; the queue's timeline
+// advances by `slots` when the last node completes.
 struct InFlight {
 	std::shared_ptr<Queue> queue;
 	neuron_cmd cmd;
@@ -53,6 +57,13 @@ struct InFlight {
 	std::unique_ptr<RunnerState> state;
 	uint64_t seq = 0;
 	uint64_t last_tile_ns = 0;
+	// An EXEC_PROGRAM in flight: the program (kept alive by this replay), what the
+	// replay binds, and the position of `cmd` in its nodes; null otherwise.
+	std::shared_ptr<const program::Program> program;
+	program::Exec exec;
+	size_t node = 0;
+	uint32_t slots = 1;    // ring slots the command took
+	uint64_t user_tag = 0; // the ring command's
 };
 
 class LogicalCore {

@@ -20,7 +20,7 @@ bool transcendental(uint16_t op)
 {
 	return op == NEURON_OP_GELU || op == NEURON_OP_SILU || op == NEURON_OP_TANH || op == NEURON_OP_EXP ||
 	       op == NEURON_OP_SOFTMAX || op == NEURON_OP_LOG_SOFTMAX || op == NEURON_OP_UNARY_MATH ||
-	       op == NEURON_OP_BINARY_MATH || op == NEURON_OP_ADAM_STEP;
+	       op == NEURON_OP_BINARY_MATH || op == NEURON_OP_ADAM_STEP || op == NEURON_OP_POINTWISE;
 }
 
 bool elementwise(uint16_t op)
@@ -96,17 +96,19 @@ namespace {
 
 using namespace rules;
 
+// MATMUL, and MATMUL_EPILOGUE whose bias (operand 3, out's shape) is cut as out is.
 void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool partials)
 {
 	const neuron_tensor_desc &o = cmd.operands[0], &a = cmd.operands[1], &b = cmd.operands[2];
 	const int nd = o.ndim;
 	if (nd < 2 || a.ndim != nd || b.ndim != nd)
 		return;
+	const int bias = cmd.opcode == NEURON_OP_MATMUL_EPILOGUE ? 0 : -1; // operand 3 follows out's dims
 	const uint64_t M = static_cast<uint64_t>(o.sizes[nd - 2]), N = static_cast<uint64_t>(o.sizes[nd - 1]);
 	const uint64_t K = static_cast<uint64_t>(a.sizes[nd - 1]);
 	const uint64_t item = std::max<uint64_t>(M * N * K, 1);
 	if (nd == 3 && a.sizes[0] == o.sizes[0] && b.sizes[0] == o.sizes[0]) {
-		const int dims[NEURON_MAX_OPERANDS] = {0, 0, 0, -1, -1, -1};
+		const int dims[NEURON_MAX_OPERANDS] = {0, 0, 0, bias, -1, -1};
 		add_split(p, dims, o.sizes[0], static_cast<int64_t>(std::max<uint64_t>(budget / item, 1)));
 	}
 	if (item <= budget)
@@ -144,8 +146,8 @@ void plan_matmul(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool parti
 	Mt = round64(Mt, M);
 	Nt = round64(Nt, N);
 	Kt = round64(Kt, K);
-	const int mdims[NEURON_MAX_OPERANDS] = {nd - 2, nd - 2, -1, -1, -1, -1};
-	const int ndims[NEURON_MAX_OPERANDS] = {nd - 1, -1, nd - 1, -1, -1, -1};
+	const int mdims[NEURON_MAX_OPERANDS] = {nd - 2, nd - 2, -1, bias < 0 ? -1 : nd - 2, -1, -1};
+	const int ndims[NEURON_MAX_OPERANDS] = {nd - 1, -1, nd - 1, bias < 0 ? -1 : nd - 1, -1, -1};
 	const int kdims[NEURON_MAX_OPERANDS] = {-1, nd - 1, nd - 2, -1, -1, -1};
 	add_split(p, mdims, static_cast<int64_t>(M), static_cast<int64_t>(Mt));
 	add_split(p, ndims, static_cast<int64_t>(N), static_cast<int64_t>(Nt));
@@ -292,11 +294,21 @@ void plan_indexing(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
 
 // The accumulate split's tiles (the last split, so narrowed first, on the whole
 // command): later tiles add to the partial results of the tiles before.
-void accumulate_after_first(neuron_cmd &cmd, bool later)
+void accumulate_after_first(neuron_cmd &cmd, bool later, bool last)
 {
 	if (cmd.opcode == NEURON_OP_MATMUL) {
 		if (later)
 			cmd.fscalars.f[1] = 1.0; // beta: add to the K tiles before
+		return;
+	}
+	if (cmd.opcode == NEURON_OP_MATMUL_EPILOGUE) {
+		// The bias goes in with the first K tile, the activation after the last.
+		if (later) {
+			cmd.fscalars.f[1] = 1.0;
+			cmd.iscalars[1] |= NEURON_EPILOGUE_NO_BIAS;
+		}
+		if (!last)
+			cmd.iscalars[1] |= NEURON_EPILOGUE_NO_ACT;
 		return;
 	}
 	// A reduction: every tile's mean divides by the whole command's count.
@@ -324,7 +336,8 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);
 	if (plan_isa14(p, cmd, per * budget.elements, per * budget.transcendental_elements)) {
 		// ISA 1.4's block: its own rules (tiling_isa14.h).
-	} else if (cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) {
+	} else if ((cmd.opcode == NEURON_OP_MATMUL && cmd.num_operands == 3) ||
+		   (cmd.opcode == NEURON_OP_MATMUL_EPILOGUE && cmd.num_operands == 4)) {
 		plan_matmul(p, cmd, per * budget.matmul_macs, budget.chain_partials);
 	} else if (elementwise(cmd.opcode)) {
 		// Any dim will do: every element is independent.
@@ -375,7 +388,7 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 		const int64_t offset = i * sp.chunk;
 		const int64_t len = std::min(sp.chunk, sp.size - offset);
 		if (sp.carry == Carry::Accumulate || sp.carry == Carry::F32Partials)
-			accumulate_after_first(cmd, offset > 0);
+			accumulate_after_first(cmd, offset > 0, offset + len == sp.size);
 		if (sp.positions) {
 			cmd.fscalars.bits[2] += static_cast<uint64_t>(offset);
 			cmd.fscalars.bits[3] = cmd.fscalars.bits[2] + static_cast<uint64_t>(len);
@@ -400,7 +413,7 @@ void narrow_to_tile(const TilePlan &plan, uint64_t index, neuron_cmd &cmd, Opera
 
 uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan)
 {
-	if (cmd.opcode != NEURON_OP_MATMUL || plan.tiles <= 1)
+	if ((cmd.opcode != NEURON_OP_MATMUL && cmd.opcode != NEURON_OP_MATMUL_EPILOGUE) || plan.tiles <= 1)
 		return 0;
 	// Tile 0 has the full block extents (only the last block along a dim is short).
 	neuron_cmd tile = cmd;

@@ -157,3 +157,28 @@ DAEMON_TEST(kmd_backend, large_matmul_runs_as_several_bounded_jobs)
 	expect_close(download_f32(t.dma, dc, M * N), ref, 1e-4, 1e-4, "tiled matmul");
 	t.close();
 }
+
+// Programs (<neuron/program.h>) are not replayed through the driver's jobs yet:
+// RegisterProgram says so, and torch.compile's graphs then run op by op.
+DAEMON_TEST(kmd_backend, programs_are_refused_with_the_reason)
+{
+	neuron_client *c = connect("programs");
+	if (!daemon_is_kmd(c)) {
+		neuron_disconnect(c);
+		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
+	}
+	uint64_t arg_bytes[1] = {64};
+	neuron_program_node node{};
+	node.cmd = make_fill_f32(desc(0, NEURON_DTYPE_F32, {16}), 1.0);
+	node.cmd.operands[0].mem_space = NEURON_MEM_PROGRAM_ARG;
+	neuron_program_desc d{};
+	d.arg_count = 1;
+	d.arg_bytes = arg_bytes;
+	d.node_count = 1;
+	d.nodes = &node;
+	uint64_t id = 0;
+	cr_assert_neq(neuron_program_register(c, &d, &id), NEURON_OK, "the kmd backend registered a program");
+	const std::string why = neuron_last_error();
+	cr_expect(why.find("kmd backend does not replay programs") != std::string::npos, "refusal: %s", why.c_str());
+	neuron_disconnect(c);
+}

@@ -5,6 +5,8 @@
 #include "sharing_test.h"
 
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 using namespace neuron;
 using namespace sh;
@@ -125,4 +127,100 @@ Test(preemption, fair_share_within_a_class, .fini = down, .timeout = 300)
 	cr_assert(ratio > 0.6 && ratio < 1.6, "equal weights got unequal core time: ratio %.2f", ratio);
 	a.close();
 	b.close();
+}
+
+// A replayed program (<neuron/program.h>) is preemptible like any command: on an
+// inference core lent to a trainer, an inference command submitted while a long
+// replay runs completes before the replay does, and the replay's result is the
+// same bits as the same matmuls run one by one as ring commands.
+Test(preemption, a_program_replay_yields_to_inference_and_stays_exact, .fini = down, .timeout = 300)
+{
+	start_daemon({"--cores", "2"});
+	Tenant train, infer;
+	// Two logical cores, a replay on each: one of them runs on the lent core.
+	train.open("trainer", NEURON_TENANT_TRAINING, 2);
+	infer.open("server", NEURON_TENANT_INFERENCE, 1);
+	api::Response r = lend(api::POOL_INFERENCE, 1);
+	cr_assert(r.has_loans(), "lend");
+	constexpr int64_t n = 512;
+	constexpr int kNodes = 12;
+	const uint64_t bytes = n * n * 4;
+	// x_{i+1} = x_i @ w, scaled down so values stay finite: nodes in the program's
+	// buffer (two halves, alternating), the last into argument 2.
+	std::vector<float> x(n * n), w(n * n);
+	for (int64_t i = 0; i < n * n; ++i) {
+		x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+		w[i] = (float((i * 104729) % 1000) / 1000.0f - 0.5f) / 16.0f;
+	}
+	const uint64_t dx = train.alloc(bytes), dw = train.alloc(bytes), ref0 = train.alloc(bytes),
+		       ref1 = train.alloc(bytes);
+	const uint64_t dout[2] = {train.alloc(bytes), train.alloc(bytes)};
+	upload(train.dma, dx, x.data(), bytes);
+	upload(train.dma, dw, w.data(), bytes);
+	uint64_t arg_bytes[3] = {bytes, bytes, bytes}, buffer_bytes[1] = {2 * bytes};
+	std::vector<neuron_program_node> nodes(kNodes);
+	std::vector<uint32_t> deps(kNodes);
+	for (int k = 0; k < kNodes; ++k) {
+		neuron_cmd c = matmul_cmd(0, 0, 0, n);
+		c.operands[1].mem_space = k == 0 ? NEURON_MEM_PROGRAM_ARG : NEURON_MEM_PROGRAM_BUFFER;
+		c.operands[1].addr = k == 0 ? 0 : uint64_t((k - 1) % 2) * bytes;
+		c.operands[2].mem_space = NEURON_MEM_PROGRAM_ARG;
+		c.operands[2].host_buffer = 1;
+		const bool last = k == kNodes - 1;
+		c.operands[0].mem_space = last ? NEURON_MEM_PROGRAM_ARG : NEURON_MEM_PROGRAM_BUFFER;
+		c.operands[0].host_buffer = last ? 2 : 0;
+		c.operands[0].addr = last ? 0 : uint64_t(k % 2) * bytes;
+		nodes[k].cmd = c;
+		deps[k] = uint32_t(k) - 1;
+		nodes[k].deps = k ? &deps[k] : nullptr;
+		nodes[k].dep_count = k ? 1 : 0;
+	}
+	neuron_program_desc d{};
+	d.arg_count = 3;
+	d.arg_bytes = arg_bytes;
+	d.buffer_count = 1;
+	d.buffer_bytes = buffer_bytes;
+	d.node_count = kNodes;
+	d.nodes = nodes.data();
+	// One program per queue: a program's buffer holds one replay at a time.
+	uint64_t replay[2] = {0, 0};
+	for (int q = 0; q < 2; ++q) {
+		uint64_t program = 0;
+		cr_assert(neuron_program_register(train.client, &d, &program) == NEURON_OK, "register: %s",
+			  neuron_last_error());
+		const uint64_t bindings[3] = {dx, dw, dout[q]};
+		cr_assert(neuron_submit_program(train.cores[q], program, bindings, 3, nullptr, &replay[q]) == NEURON_OK);
+	}
+	sleep_ms(5); // let the replays get onto the cores
+	const uint64_t buf = infer.alloc(16384 * 4);
+	const neuron_cmd c = add_scalar_cmd(buf, 16384, 1.0);
+	uint64_t seq;
+	cr_assert(neuron_submit(infer.cores[0], &c, &seq) == NEURON_OK);
+	cr_assert(neuron_queue_wait(infer.cores[0], seq, test::wait_ns(30'000'000'000)) == NEURON_OK);
+	const bool replay_running = neuron_queue_completed(train.cores[0]) < replay[0] &&
+				    neuron_queue_completed(train.cores[1]) < replay[1];
+	for (int q = 0; q < 2; ++q)
+		cr_assert(neuron_queue_wait(train.cores[q], replay[q], test::wait_ns(60'000'000'000)) == NEURON_OK,
+			  "replay %d: %s", q, neuron_last_error());
+	// The same chain as ring commands.
+	uint64_t from = dx;
+	for (int k = 0; k < kNodes; ++k) {
+		const uint64_t to = k == kNodes - 1 ? ref1 : (k % 2 ? ref1 : ref0);
+		const neuron_cmd m = matmul_cmd(to, from, dw, n);
+		cr_assert(neuron_submit(train.cores[0], &m, &seq) == NEURON_OK);
+		from = to;
+	}
+	cr_assert(neuron_queue_wait(train.cores[0], seq, test::wait_ns(60'000'000'000)) == NEURON_OK);
+	std::vector<float> got(n * n), want(n * n);
+	download(train.dma, want.data(), ref1, bytes);
+	for (int q = 0; q < 2; ++q) {
+		download(train.dma, got.data(), dout[q], bytes);
+		cr_assert(std::memcmp(got.data(), want.data(), bytes) == 0,
+			  "replay %d's result differs from the ring commands'", q);
+	}
+	std::printf("inference command during a %d-node replay: completed %s the replay\n", kNodes,
+		    replay_running ? "before" : "after");
+	cr_expect(replay_running, "the inference command waited for the whole replay (a replay must yield at tiles)");
+	train.close();
+	infer.close();
 }

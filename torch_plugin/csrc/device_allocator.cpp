@@ -6,6 +6,7 @@
 // mutex (never taken with the GIL's help: deleters run inside Python's GC).
 #include "block_pool.h"
 #include "memory.h"
+#include "graph_capture.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
@@ -63,6 +64,8 @@ public:
 		stat_add(st.requested_bytes, small, n);
 		stat_add(st.allocation, small, 1);
 		stat_add(st.active, small, 1);
+		if (capture_active()) [[unlikely]]
+			capture_alloc(addr, size);
 		return c10::DataPtr(reinterpret_cast<void *>(addr), reinterpret_cast<void *>(addr), &deleter, device);
 	}
 
@@ -85,6 +88,8 @@ public:
 		if (!p)
 			return;
 		const uint64_t addr = dev_addr(p);
+		if (capture_active()) [[unlikely]]
+			capture_free(addr);
 		std::vector<int64_t> others;
 		int dev = 0;
 		{

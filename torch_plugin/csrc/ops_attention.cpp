@@ -134,7 +134,10 @@ fused_backward(const Tensor &grad_out, const Tensor &q, const Tensor &k_in, cons
 		s = bias.scalar_type() == c10::kBool ? s.masked_fill(bias.logical_not(), -INFINITY) : s + bias;
 	if (is_causal)
 		s = s.masked_fill(at::ones({L, S}, q.options().dtype(c10::kBool)).triu(1), -INFINITY);
-	const Tensor lse_safe = at::where(at::isinf(lse), INFINITY, lse).unsqueeze(-1).to(s.scalar_type());
+	// The infinity as a device scalar: a host scalar would be one more host copy
+	// (and keep torch.compile's backward graph from being one program).
+	const Tensor lse_safe =
+		at::where(at::isinf(lse), at::full({}, INFINITY, lse.options()), lse).unsqueeze(-1).to(s.scalar_type());
 	const Tensor p = at::exp(s - lse_safe);
 	const Tensor go = grad_out.to(q.scalar_type());
 	Tensor dv = at::matmul(p.transpose(-2, -1), go);

@@ -1,5 +1,6 @@
 // Comparisons and selection: eq/ne/lt/le/gt/ge (COMPARE, COMPARE_SCALAR), where and
 // masked_fill (WHERE), logical ops, isposinf/isneginf, and triu/tril masks.
+#include "graph_capture.h"
 #include "cmds.h"
 
 #include <ATen/ExpandUtils.h>
@@ -152,6 +153,14 @@ Tensor tri_mask(bool upper, int64_t h, int64_t w, int64_t k, c10::Device dev)
 	using Key = std::tuple<bool, int64_t, int64_t, int64_t, int>;
 	static std::mutex mu;
 	static auto *cache = new std::map<Key, Tensor>; // leaked: device tensors must not die at exit
+	if (capture_active()) {
+		// torch.compile is capturing a graph (graph_capture.h): no host data and
+		// no cache the program could not hold; keep where j - i >= k (triu) or
+		// <= k (tril), indices made on the device.
+		const auto f32 = at::TensorOptions().dtype(c10::kFloat).device(dev);
+		const Tensor diag = at::ones({1, w}, f32).cumsum(1) - at::ones({h, 1}, f32).cumsum(0);
+		return upper ? diag.ge(static_cast<double>(k)) : diag.le(static_cast<double>(k));
+	}
 	const Key key{upper, h, w, k, dev.index()};
 	std::lock_guard lock(mu);
 	if (auto it = cache->find(key); it != cache->end())

@@ -1,6 +1,8 @@
 // Connection, devices, streams and their ordering rules (see runtime.h).
 #include "runtime.h"
 
+#include "graph_capture.h"
+
 #include "device_trace.h"
 
 #include <c10/util/Exception.h>
@@ -254,6 +256,8 @@ uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
 		cmd.wait.value = sq.dma_pending;
 		sq.core_waited_dma = sq.dma_pending;
 	}
+	if (capture_active()) [[unlikely]]
+		capture_command(sq, cmd);
 	if (slots.valid) [[unlikely]]
 		return trace_submit_locked(sq, cmd, slots);
 	uint64_t seq = 0;
@@ -263,8 +267,26 @@ uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
 	return seq;
 }
 
+uint64_t submit_program(StreamQueues &sq, uint64_t program, const uint64_t *bindings, uint32_t count)
+{
+	std::lock_guard lock(sq.mu);
+	neuron_exec_options opts{};
+	if (sq.dma_pending > sq.core_waited_dma) {
+		opts.wait.queue_id = neuron_queue_id(sq.dma);
+		opts.wait.value = sq.dma_pending;
+		sq.core_waited_dma = sq.dma_pending;
+	}
+	uint64_t seq = 0;
+	neuron_status s = neuron_submit_program(sq.core, program, bindings, count, &opts, &seq);
+	if (s != NEURON_OK)
+		stream_failed(sq, s, "submitting a graph program");
+	return seq;
+}
+
 void dma_after_core_locked(StreamQueues &sq)
 {
+	if (capture_active()) [[unlikely]]
+		capture_taint("a copy to or from the host");
 	neuron_event ev{};
 	neuron_event_record(sq.core, &ev);
 	if (ev.value > sq.dma_waited_core) {
@@ -275,7 +297,12 @@ void dma_after_core_locked(StreamQueues &sq)
 	}
 }
 
-void core_after_dma_locked(StreamQueues &sq, uint64_t dma_seq) { sq.dma_pending = std::max(sq.dma_pending, dma_seq); }
+void core_after_dma_locked(StreamQueues &sq, uint64_t dma_seq)
+{
+	if (capture_active()) [[unlikely]]
+		capture_taint("a copy to or from the host");
+	sq.dma_pending = std::max(sq.dma_pending, dma_seq);
+}
 
 uint64_t stream_point(StreamQueues &sq)
 {
@@ -294,6 +321,8 @@ uint64_t stream_point(StreamQueues &sq)
 
 void sync_stream(StreamQueues &sq)
 {
+	if (capture_active()) [[unlikely]]
+		capture_taint("a wait for the device (a value read on the host)");
 	neuron_queue *dma, *core;
 	{
 		std::lock_guard lock(sq.mu);

@@ -60,6 +60,9 @@ StreamQueues &current_queues(int device);
 
 // Submit a compute command on a stream's core queue; returns its seq.
 uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd);
+// Replay a registered program on a stream's core queue (one submission, ordered
+// after the stream's earlier work); returns the seq at which it is complete.
+uint64_t submit_program(StreamQueues &sq, uint64_t program, const uint64_t *bindings, uint32_t count);
 // Make the stream's DMA queue wait for its core work; call with sq.mu held.
 void dma_after_core_locked(StreamQueues &sq);
 // Record a DMA command the core queue must wait for; call with sq.mu held.

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 4
+#define NEURON_CMD_ABI_MINOR 5
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -353,8 +353,103 @@ enum neuron_opcode {
 	NEURON_OP_AMP_UPDATE_SCALE = 70,
 	/* 71: reserved for this block. */
 	/* ==== end of ISA 1.4 block 64..71 ==== */
-	NEURON_OP_COUNT_ = 71,
+
+	/* ==== ISA 1.5, block 72..79: programs and fused ops ==== */
+	/*
+	 * EXEC_PROGRAM: runs a program the tenant registered with neurond
+	 * (RegisterProgram, <neuron/program.h>) as ONE command of its queue: its
+	 * nodes run one after another on the queue's logical core, scheduled in
+	 * tiles like any command (preemptible between tiles and between nodes);
+	 * the queue's timeline advances once, when the last node completed. A
+	 * node's fault faults the queue with the program, node index, opcode and
+	 * label in its reason. Core queues only; never a node of a program.
+	 * The slot is laid out as struct neuron_exec_slot (program.h): i[0] the
+	 * program id, i[1] the number of argument bindings (the program's
+	 * argument count), i[2]/i[3] the seed and offset random nodes take when
+	 * flags has NEURON_EXEC_RNG (else they run with the ones they were
+	 * registered with); num_operands 0; the bindings (one device address per
+	 * argument) fill the rest of the slot and, past 116, the slots that
+	 * follow it in the ring (128 per slot), all published at once. Its
+	 * timeline value is that of its last slot.
+	 */
+	NEURON_OP_EXEC_PROGRAM = 72,
+	/*
+	 * POINTWISE (out, in1 [, in2 .. in5]): a chain of up to 16 pointwise steps
+	 * computed per element in f32 with no intermediate stored (what a compiler
+	 * fuses from a chain of elementwise ops). out floating; 1..5 inputs of
+	 * out's shape (broadcast with stride 0), any dtype but bool, read as f32.
+	 * Values: 0..4 the inputs, 5 + s the result of step s, 21..24 the
+	 * constants f[0..3]. Step s is the 16-bit field s % 4 of i[s / 4]
+	 * (bits 16*(s%4) ..): bits 0-5 the function (enum neuron_pw_fn; 0 ends
+	 * the chain), 6-10 operand a, 11-15 operand b (0 for unary functions).
+	 * A step reads only inputs, constants and earlier steps; out is the last
+	 * step's value. Each function computes what the unfused opcode computes
+	 * in f32, so an f32 chain gives the unfused ops' bits.
+	 */
+	NEURON_OP_POINTWISE = 73,
+	/*
+	 * MATMUL_EPILOGUE (out, a, b, bias): out = act(f[0] * a @ b + f[1] * bias),
+	 * a matmul with its bias and activation fused (a linear layer). Shapes
+	 * and dtypes as MATMUL (ndim 2 or 3); bias has out's shape (broadcast with
+	 * stride 0) and dtype; f32 output only. i[0] the activation (enum
+	 * neuron_epilogue_act). i[1] flags the chip's tiling sets on the tiles of
+	 * a K split (a tenant passes 0): NEURON_EPILOGUE_NO_BIAS (a later K tile:
+	 * out already holds the partial sum, f[1] is then 1 and scales it) and
+	 * NEURON_EPILOGUE_NO_ACT (not the last K tile). Computes exactly COPY
+	 * (out <- bias), MATMUL (beta f[1]), then the activation in place.
+	 */
+	NEURON_OP_MATMUL_EPILOGUE = 74,
+	/* 75..79: reserved for this block. */
+	/* ==== end of ISA 1.5 block 72..79 ==== */
+	NEURON_OP_COUNT_ = 75,
 };
+
+/* Functions of NEURON_OP_POINTWISE steps (6 bits). b: the second operand. */
+enum neuron_pw_fn {
+	NEURON_PW_END = 0,
+	NEURON_PW_ADD = 1,        /* a + b */
+	NEURON_PW_SUB = 2,        /* a - b */
+	NEURON_PW_MUL = 3,        /* a * b */
+	NEURON_PW_DIV = 4,        /* a / b */
+	NEURON_PW_MAXIMUM = 5,    /* NaN propagates */
+	NEURON_PW_MINIMUM = 6,
+	NEURON_PW_POW = 7,        /* a ^ b */
+	NEURON_PW_RELU = 8,
+	NEURON_PW_GELU = 9,       /* erf form */
+	NEURON_PW_GELU_TANH = 10,
+	NEURON_PW_SILU = 11,
+	NEURON_PW_TANH = 12,
+	NEURON_PW_EXP = 13,
+	NEURON_PW_LOG = 14,
+	NEURON_PW_SQRT = 15,
+	NEURON_PW_RSQRT = 16,
+	NEURON_PW_ABS = 17,
+	NEURON_PW_SIGMOID = 18,
+	NEURON_PW_ERF = 19,
+	NEURON_PW_RECIPROCAL = 20,
+	NEURON_PW_NEG = 21,
+	NEURON_PW_THRESHOLD_BACKWARD = 22, /* b > 0 ? a : 0 (relu's backward) */
+	NEURON_PW_GELU_BACKWARD = 23,      /* a * gelu'(b), erf form */
+	NEURON_PW_FN_COUNT_ = 24,
+};
+#define NEURON_PW_MAX_STEPS 16
+#define NEURON_PW_MAX_INPUTS 5
+#define NEURON_PW_VALUE_STEP0 5
+#define NEURON_PW_VALUE_CONST0 21
+
+/* Activations of NEURON_OP_MATMUL_EPILOGUE (i[0]). */
+enum neuron_epilogue_act {
+	NEURON_ACT_NONE = 0,
+	NEURON_ACT_RELU = 1,
+	NEURON_ACT_GELU = 2,      /* erf form */
+	NEURON_ACT_GELU_TANH = 3,
+	NEURON_ACT_SILU = 4,
+	NEURON_ACT_TANH = 5,
+	NEURON_ACT_COUNT_ = 6,
+};
+/* i[1] of NEURON_OP_MATMUL_EPILOGUE: set by the chip's tiling only. */
+#define NEURON_EPILOGUE_NO_BIAS 1
+#define NEURON_EPILOGUE_NO_ACT 2
 
 /* Distributions of NEURON_OP_RNG (i[0]). */
 enum neuron_rng_dist {
@@ -561,6 +656,11 @@ enum neuron_compare_fn {
 enum neuron_mem_space {
 	NEURON_MEM_DEVICE = 0, /* addr is a byte address in the queue's device HBM */
 	NEURON_MEM_HOST = 1,   /* addr is a byte offset into host buffer `host_buffer` */
+	/* Only in the nodes of a program (<neuron/program.h>): addr is a byte
+	 * offset into argument `host_buffer` (bound by each EXEC_PROGRAM) or into
+	 * the program's own buffer `host_buffer` (allocated by neurond). */
+	NEURON_MEM_PROGRAM_ARG = 2,
+	NEURON_MEM_PROGRAM_BUFFER = 3,
 };
 
 struct neuron_tensor_desc {

@@ -90,6 +90,25 @@ public:
 	void publish(uint64_t seq, const neuron_cmd &cmd)
 	{
 		std::memcpy(slot(seq), &cmd, sizeof(cmd));
+		publish_tail(seq);
+	}
+	// Writes `count` whole slots from `slots` as commands first..first+count-1 and
+	// publishes them with one tail store (a command that spans several slots must
+	// be published at once: EXEC_PROGRAM, <neuron/program.h>). The caller made
+	// sure has_room(first + count - 1).
+	void publish_slots(uint64_t first, const void *slots, uint32_t count)
+	{
+		const auto *src = static_cast<const std::byte *>(slots);
+		for (uint32_t i = 0; i < count; ++i)
+			std::memcpy(slot(first + i), src + size_t(i) * NEURON_CMD_SLOT_SIZE, NEURON_CMD_SLOT_SIZE);
+		publish_tail(first + count - 1);
+	}
+
+	enum class Wait { Reached, Faulted, TimedOut, Abandoned };
+
+private:
+	void publish_tail(uint64_t seq)
+	{
 		// seq_cst on both words: a Dekker pair with the consumer's announce_sleep(),
 		// so either it sees the new tail or this sees its announcement.
 		atomic_u64(h_->tail).store(seq, std::memory_order_seq_cst);
@@ -99,7 +118,7 @@ public:
 		}
 	}
 
-	enum class Wait { Reached, Faulted, TimedOut, Abandoned };
+public:
 	// Waits until completed() >= target: polls for spin_ns (a futex wake-up costs
 	// tens of microseconds in these VMs, most commands finish sooner), then sleeps
 	// announced in `waiters`, in slices of at most slice_ns; after a slice that
@@ -176,6 +195,10 @@ public:
 	}
 	// A private copy of command `seq`: the tenant can still write the shared slot.
 	void read(uint64_t seq, neuron_cmd *out) const { std::memcpy(out, slot(seq), sizeof(*out)); }
+	// A private copy of bytes [offset, offset + n) of slot `seq` (a command that
+	// spans several slots: EXEC_PROGRAM's bindings, <neuron/program.h>);
+	// offset + n <= NEURON_CMD_SLOT_SIZE.
+	void read_bytes(uint64_t seq, size_t offset, void *out, size_t n) const { std::memcpy(out, slot(seq) + offset, n); }
 	// The wait field of command `seq`, read in place: a hint only (whoever runs
 	// the command reads it again from its private copy).
 	neuron_wait peek_wait(uint64_t seq) const

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <neuron/cmd.h>
+#include <neuron/program.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +31,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 
 #define NEURON_API_MAJOR 1
-#define NEURON_API_MINOR 0
+#define NEURON_API_MINOR 1
 
 typedef enum neuron_status {
 	NEURON_OK = 0,
@@ -175,6 +176,54 @@ neuron_status neuron_copy_d2d_async(neuron_queue *dma, uint64_t dst, uint64_t sr
 /* Blocking copies from pageable memory, staged through an internal pinned buffer. */
 neuron_status neuron_memcpy_h2d(neuron_queue *dma, uint64_t dst, const void *src, uint64_t size);
 neuron_status neuron_memcpy_d2h(neuron_queue *dma, void *dst, uint64_t src, uint64_t size);
+
+/* ---- programs: a graph of commands registered once, replayed with one submission ---- */
+/*
+ * See <neuron/program.h>. A node is a command whose operands name memory with
+ * mem_space NEURON_MEM_PROGRAM_ARG (host_buffer = argument index, addr = byte
+ * offset in it) or NEURON_MEM_PROGRAM_BUFFER (a program buffer neurond
+ * allocates); deps lists the nodes it must follow.
+ */
+struct neuron_program_node {
+	struct neuron_cmd cmd;
+	const uint32_t *deps;     /* may be NULL when dep_count is 0 */
+	uint32_t dep_count;
+	const char *label;        /* what the node is, shown in fault reasons; may be NULL */
+};
+
+struct neuron_program_desc {
+	uint32_t device;
+	uint32_t arg_count;
+	const uint64_t *arg_bytes;     /* declared size of each argument */
+	uint32_t buffer_count;
+	const uint64_t *buffer_bytes;  /* size of each buffer neurond allocates for the program */
+	uint32_t node_count;
+	const struct neuron_program_node *nodes;
+};
+
+/* Registers (neurond validates it once; NEURON_ERR_INVALID with the reason if it
+ * refuses) and returns its id. Large programs travel in a memfd. */
+neuron_status neuron_program_register(neuron_client *client, const struct neuron_program_desc *desc,
+				      uint64_t *program);
+/* Deregisters: replays already submitted finish; the buffers go back after them. */
+neuron_status neuron_program_release(neuron_client *client, uint64_t program);
+
+struct neuron_exec_options {
+	uint64_t user_tag;
+	struct neuron_wait wait;       /* as a command's wait field */
+	uint32_t flags;                /* NEURON_EXEC_RNG: random nodes take rng_seed / rng_offset */
+	uint64_t rng_seed;
+	uint64_t rng_offset;
+};
+/*
+ * Replays a program on a core queue with one submission (one EXEC_PROGRAM command
+ * spanning neuron_exec_slots(binding_count) ring slots, published at once):
+ * bindings[k] is the device address bound to argument k. *seq receives the
+ * timeline value at which the replay is complete. opts may be NULL.
+ */
+neuron_status neuron_submit_program(neuron_queue *queue, uint64_t program, const uint64_t *bindings,
+				    uint32_t binding_count, const struct neuron_exec_options *opts,
+				    uint64_t *seq);
 
 /* ---- tenants (what neuron-ls -w shows) ---- */
 struct neuron_tenant_info {

@@ -1,0 +1,240 @@
+// A tenant's programs (<neuron/program.h>): RegisterProgram decodes the message,
+// has the runtime validate it (program/validate.h), allocates its buffers in the
+// tenant's memory and stores it in the tenant's table, where engines find it when
+// an EXEC_PROGRAM names it. The CPU time spent validating and the buffers are the
+// tenant's (ListTenants reports both); the per-tenant program limit is
+// NEURON_PROGRAMS_PER_TENANT. Control thread only.
+#include "tenant.h"
+
+#include "log.h"
+
+#include <program/validate.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <shared_mutex>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace neuron::daemon {
+
+namespace {
+
+// A program sent in a memfd is at most this large (serialized).
+constexpr uint64_t kMaxProgramImage = 64ull << 20;
+
+uint64_t thread_cpu_ns()
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+// The serialized Program in the request's memfd.
+std::string read_image(int fd, api::Program *out)
+{
+	if (fd < 0)
+		return "RegisterProgram says the program is in a memfd, and none came with it";
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_size <= 0)
+		return "the program's memfd is empty or unreadable";
+	if (static_cast<uint64_t>(st.st_size) > kMaxProgramImage)
+		return "the program's memfd holds " + std::to_string(st.st_size) + " bytes; at most " +
+		       std::to_string(kMaxProgramImage) + " are accepted";
+	std::string bytes(static_cast<size_t>(st.st_size), '\0');
+	size_t got = 0;
+	while (got < bytes.size()) {
+		const ssize_t n = pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+		if (n <= 0)
+			return "cannot read the program's memfd";
+		got += static_cast<size_t>(n);
+	}
+	if (!out->ParseFromString(bytes))
+		return "the program's memfd does not hold a serialized Program message";
+	return {};
+}
+
+// One operand of a node into a descriptor (addr: the offset; host_buffer: the index).
+std::string decode_operand(const api::ProgramOperand &o, neuron_tensor_desc *d)
+{
+	if (o.sizes_size() > NEURON_MAX_DIMS || o.strides_size() != o.sizes_size())
+		return "has " + std::to_string(o.sizes_size()) + " sizes and " + std::to_string(o.strides_size()) +
+		       " strides; give one stride per size, at most " + std::to_string(NEURON_MAX_DIMS);
+	if (o.space() > 255 || o.dtype() > 255)
+		return "space " + std::to_string(o.space()) + " / dtype " + std::to_string(o.dtype()) + " is out of range";
+	*d = neuron_tensor_desc{};
+	d->addr = o.offset();
+	d->host_buffer = o.index();
+	d->mem_space = static_cast<uint8_t>(o.space());
+	d->dtype = static_cast<uint8_t>(o.dtype());
+	d->ndim = static_cast<uint8_t>(o.sizes_size());
+	for (int i = 0; i < o.sizes_size(); ++i) {
+		d->sizes[i] = o.sizes(i);
+		d->strides[i] = o.strides(i);
+	}
+	return {};
+}
+
+std::string decode_node(const api::ProgramNode &n, uint32_t index, program::NodeSpec *out)
+{
+	const std::string who = "node " + std::to_string(index);
+	if (n.opcode() > 0xffff || n.flags() > 0xff)
+		return who + ": opcode " + std::to_string(n.opcode()) + " / flags " + std::to_string(n.flags()) +
+		       " out of range";
+	if (n.fscalars_size() > NEURON_MAX_SCALARS || n.iscalars_size() > NEURON_MAX_SCALARS)
+		return who + ": at most " + std::to_string(NEURON_MAX_SCALARS) + " f and i scalars";
+	if (n.operands_size() > NEURON_MAX_OPERANDS)
+		return who + ": " + std::to_string(n.operands_size()) + " operands; at most " +
+		       std::to_string(NEURON_MAX_OPERANDS);
+	neuron_cmd &c = out->cmd;
+	c = neuron_cmd{};
+	c.opcode = static_cast<uint16_t>(n.opcode());
+	c.flags = static_cast<uint8_t>(n.flags());
+	c.num_operands = static_cast<uint8_t>(n.operands_size());
+	c.user_tag = n.user_tag();
+	for (int i = 0; i < n.fscalars_size(); ++i)
+		c.fscalars.bits[i] = n.fscalars(i);
+	for (int i = 0; i < n.iscalars_size(); ++i)
+		c.iscalars[i] = n.iscalars(i);
+	for (int k = 0; k < n.operands_size(); ++k)
+		if (auto why = decode_operand(n.operands(k), &c.operands[k]); !why.empty())
+			return who + ": operand " + std::to_string(k) + " " + why;
+	out->deps.assign(n.deps().begin(), n.deps().end());
+	out->label = n.label();
+	return {};
+}
+
+std::string decode(const api::Program &p, program::Description *d)
+{
+	d->device = p.device();
+	d->arg_bytes.assign(p.arg_bytes().begin(), p.arg_bytes().end());
+	d->buffer_bytes.assign(p.buffer_bytes().begin(), p.buffer_bytes().end());
+	if (p.nodes_size() > NEURON_PROGRAM_MAX_NODES)
+		return "the program has " + std::to_string(p.nodes_size()) + " nodes; the limit is " +
+		       std::to_string(NEURON_PROGRAM_MAX_NODES) + " (split it into several programs)";
+	d->nodes.resize(static_cast<size_t>(p.nodes_size()));
+	for (int i = 0; i < p.nodes_size(); ++i)
+		if (auto why = decode_node(p.nodes(i), static_cast<uint32_t>(i), &d->nodes[i]); !why.empty())
+			return why;
+	return {};
+}
+
+} // namespace
+
+std::string Tenant::register_program(const api::RegisterProgram &req, int fd, api::RegisterProgramReply *reply,
+				     api::ErrorCode *code)
+{
+	*code = api::ERROR_INVALID_ARGUMENT;
+	if (auto err = unready(code); !err.empty())
+		return err;
+	if (auto why = devices_.programs_unsupported(); !why.empty())
+		return "RegisterProgram: " + why;
+	reap_programs();
+	if (ctx_->programs().size() + retired_programs_.size() >= NEURON_PROGRAMS_PER_TENANT) {
+		*code = api::ERROR_RESOURCE_EXHAUSTED;
+		return "this tenant has " + std::to_string(NEURON_PROGRAMS_PER_TENANT) +
+		       " programs registered (or awaiting their last replay): deregister some first";
+	}
+	const uint64_t cpu_start = thread_cpu_ns();
+	api::Program image;
+	const api::Program *source = &req.program();
+	if (req.in_memfd()) {
+		if (auto why = read_image(fd, &image); !why.empty())
+			return why;
+		source = &image;
+	}
+	program::Description desc;
+	auto program = std::make_shared<program::Program>();
+	std::string why = decode(*source, &desc);
+	if (why.empty() && desc.device >= devices_.device_count())
+		why = "device " + std::to_string(desc.device) + " does not exist (this host has " +
+		      std::to_string(devices_.device_count()) + ")";
+	if (why.empty())
+		why = program::validate(desc, program.get());
+	const uint64_t spent = thread_cpu_ns() - cpu_start;
+	program_validation_ns_ += spent;
+	if (!why.empty())
+		return "program refused: " + why;
+	// Its buffers, zeroed, in the tenant's memory (counted there and in its
+	// hbm_bytes limit, like any allocation).
+	uint64_t total = 0;
+	for (uint64_t b : desc.buffer_bytes)
+		total += b;
+	if (auto err = over_limit(Resource::HbmBytes, hbm_held_[desc.device], total, code,
+				  "on device " + std::to_string(desc.device) + " (the program's buffers)");
+	    !err.empty())
+		return "program refused: " + err;
+	for (size_t b = 0; b < desc.buffer_bytes.size(); ++b) {
+		uint64_t address = 0;
+		if (auto r = ctx_->alloc(desc.device, desc.buffer_bytes[b], 256, &address)) {
+			free_program_buffers(*program);
+			*code = r->code == backend::Refusal::OutOfMemory ? api::ERROR_OUT_OF_MEMORY : api::ERROR_INVALID_ARGUMENT;
+			return "program buffer " + std::to_string(b) + " (" + std::to_string(desc.buffer_bytes[b]) +
+			       " bytes): " + r->message;
+		}
+		program->buffer_address.push_back(address);
+		hbm_held_[desc.device] += desc.buffer_bytes[b];
+	}
+	const uint64_t id = ctx_->programs().add(program);
+	{
+		auto lock = ctx_->memory().lock_exclusive();
+		for (uint64_t address : program->buffer_address)
+			ctx_->memory().set_program(desc.device, address, id);
+	}
+	uint64_t bytes = 0;
+	for (uint64_t b : desc.buffer_bytes)
+		bytes += b;
+	reply->set_program_id(id);
+	reply->set_buffer_bytes(bytes);
+	reply->set_validation_ns(spent);
+	reply->set_nodes(static_cast<uint32_t>(program->nodes.size()));
+	NLOG_DEBUG("program.register", log_fields() + " program=" + std::to_string(id) + " nodes=" +
+					       std::to_string(program->nodes.size()) + " args=" +
+					       std::to_string(program->arg_bytes.size()) + " buffer_bytes=" +
+					       std::to_string(bytes) + " validation_us=" + std::to_string(spent / 1000));
+	return {};
+}
+
+std::string Tenant::deregister_program(uint64_t id, api::ErrorCode *code)
+{
+	*code = api::ERROR_NOT_FOUND;
+	if (auto err = unready(code); !err.empty())
+		return err;
+	std::shared_ptr<const program::Program> p = ctx_->programs().remove(id);
+	if (!p)
+		return "program " + std::to_string(id) + " is not registered by this tenant";
+	retired_programs_.push_back(std::move(p));
+	reap_programs();
+	return {};
+}
+
+void Tenant::reap_programs()
+{
+	// use_count 1: only this list holds it. The table no longer has it, so no
+	// engine can take a new reference; the last replay dropped its own.
+	std::erase_if(retired_programs_, [&](const std::shared_ptr<const program::Program> &p) {
+		if (p.use_count() != 1)
+			return false;
+		free_program_buffers(*p);
+		return true;
+	});
+}
+
+void Tenant::free_program_buffers(const program::Program &p)
+{
+	for (size_t b = 0; b < p.buffer_address.size(); ++b) {
+		const uint64_t address = p.buffer_address[b];
+		uint64_t &held = hbm_held_[p.device];
+		held -= std::min(held, p.buffer_bytes[b]);
+		{
+			auto lock = ctx_->memory().lock_exclusive();
+			ctx_->memory().set_program(p.device, address, 0);
+		}
+		if (auto r = ctx_->free(p.device, address))
+			NLOG_ERROR("program.free", log_fields() + " program=" + std::to_string(p.id) + " error=\"" +
+							   r->message + "\"");
+	}
+}
+
+} // namespace neuron::daemon

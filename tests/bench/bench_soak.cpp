@@ -92,12 +92,15 @@ public:
 
 	// Inference tenants alone: the reference p99.
 	std::vector<uint64_t> alone(int inference);
+	// The PyTorch tenant, started before the clock (importing torch takes long);
+	// false if it skipped or did not come up (said in the totals).
+	bool start_torch();
 	void run(int training, int inference, int tools, int churn);
 	Totals &totals() { return t_; }
 
 private:
 	Proc spawn(const std::string &role, uint64_t until_ns, int rounds = 0);
-	bool spawn_torch(uint64_t until_ns, Proc *p);
+	bool spawn_torch(Proc *p);
 	void reap(std::vector<Proc> &procs, bool block);
 	void collect(Proc &p);
 	void random_loan(neuron::test::RawClient &admin);
@@ -109,6 +112,7 @@ private:
 	std::mt19937 rng_;
 	uint32_t next_seed_ = 1;
 	Totals t_;
+	Proc torch_;
 };
 
 Proc Soak::spawn(const std::string &role, uint64_t until_ns, int rounds)
@@ -131,13 +135,13 @@ Proc Soak::spawn(const std::string &role, uint64_t until_ns, int rounds)
 	return p;
 }
 
-bool Soak::spawn_torch(uint64_t until_ns, Proc *p)
+bool Soak::spawn_torch(Proc *p)
 {
 	p->role = "pytorch";
 	p->out = dir_ + "/pytorch";
-	const double seconds = double(until_ns - monotonic_ns()) / 1e9;
+	// Until SIGTERM; the limit only ends it should this process die first.
 	std::vector<std::string> args = {o_.python, BENCH_SOAK_TORCH, "--socket", socket_, "--out", p->out,
-					 "--seconds", std::to_string(seconds)};
+					 "--seconds", std::to_string(o_.seconds + o_.alone_seconds + 600)};
 	std::vector<char *> argv;
 	for (auto &a : args)
 		argv.push_back(a.data());
@@ -159,7 +163,8 @@ void Soak::collect(Proc &p)
 			t_.torch_status = "skipped (torch_neuron does not import; see " + p.out + ".log)";
 			return;
 		}
-		t_.torch_status = r.present ? std::to_string(r.rounds) + " training steps checked" : "no report";
+		t_.torch_status = r.present ? std::to_string(r.rounds) + " training steps checked (loss and every gradient)"
+					    : "no report";
 	}
 	if (!clean || !r.present) {
 		t_.error(p.role + " process " + std::to_string(p.pid) + " ended with status " + std::to_string(p.status) +
@@ -194,13 +199,42 @@ void Soak::reap(std::vector<Proc> &procs, bool block)
 std::vector<uint64_t> Soak::alone(int inference)
 {
 	std::vector<Proc> procs;
+	if (torch_.pid > 0)
+		kill(torch_.pid, SIGSTOP); // alone means alone: the PyTorch tenant waits
 	const uint64_t until = monotonic_ns() + uint64_t(o_.alone_seconds) * 1000000000ull;
 	for (int i = 0; i < inference; ++i)
 		procs.push_back(spawn("inference", until));
 	reap(procs, true);
+	if (torch_.pid > 0)
+		kill(torch_.pid, SIGCONT);
 	std::vector<uint64_t> ns;
 	ns.swap(t_.inference_ns);
 	return ns;
+}
+
+bool Soak::start_torch()
+{
+	if (!spawn_torch(&torch_)) {
+		t_.torch_status = "cannot start " + o_.python;
+		return false;
+	}
+	const uint64_t give_up = monotonic_ns() + 300'000'000'000ull;
+	while (monotonic_ns() < give_up) {
+		if (access((torch_.out + ".ready").c_str(), F_OK) == 0)
+			return true;
+		if (waitpid(torch_.pid, &torch_.status, WNOHANG) == torch_.pid) {
+			torch_.done = true;
+			collect(torch_); // skipped (77) or failed
+			torch_.pid = -1;
+			return false;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+	kill(torch_.pid, SIGKILL);
+	waitpid(torch_.pid, &torch_.status, 0);
+	torch_.pid = -1;
+	t_.error("the PyTorch tenant took no step within 300 s");
+	return false;
 }
 
 // Lend one core from a random pool, or reclaim a pool's loans, as an admin would.
@@ -244,13 +278,8 @@ void Soak::run(int training, int inference, int tools, int churn)
 		steady.push_back(spawn("inference", until));
 	for (int i = 0; i < tools; ++i)
 		steady.push_back(spawn("tool", until));
-	if (o_.torch) {
-		Proc p;
-		if (spawn_torch(until, &p))
-			steady.push_back(p);
-		else
-			t_.torch_status = "cannot start " + o_.python;
-	}
+	if (torch_.pid > 0)
+		steady.push_back(torch_);
 	neuron::test::RawClient admin;
 	if (!admin.connect(socket_) || !admin.hello())
 		t_.error("the admin connection failed");
@@ -283,6 +312,9 @@ void Soak::run(int training, int inference, int tools, int churn)
 			kill(p.pid, SIGKILL);
 			p.killed = true;
 		}
+	for (auto &p : steady)
+		if (p.role == "pytorch" && !p.done)
+			kill(p.pid, SIGTERM); // it writes its report and exits
 	reap(churning, true);
 	reap(steady, true);
 }
@@ -412,6 +444,8 @@ int main(int argc, char **argv)
 		    o.tenants, o.seconds, training, inference, tools, torch, churn, o.seed, o.alone_seconds);
 	std::fflush(stdout);
 	Soak soak(o, daemon.socket_path(), daemon.pid(), daemon.dir());
+	if (o.torch)
+		soak.start_torch();
 	const std::vector<uint64_t> alone = soak.alone(inference);
 	soak.run(training, inference, tools, churn);
 	Totals &t = soak.totals();

@@ -71,6 +71,9 @@ Selected open_backend(const BackendOptions &o)
 			if (f.device >= s.backend->device_count())
 				throw std::runtime_error("--inject-fault " + f.spec + ": there is no device " + std::to_string(f.device) +
 							 " (" + std::to_string(s.backend->device_count()) + " devices)");
+			if (f.kind == sched::InjectedFault::Kind::StuckCore && o.engines.watchdog_ms == 0)
+				throw std::runtime_error("--inject-fault " + f.spec + ": a stuck core is only ever freed by the "
+							 "watchdog; --core-watchdog-ms 0 turns it off");
 			if (!f.on_dma_engine() && f.core >= s.backend->core_count(f.device))
 				throw std::runtime_error("--inject-fault " + f.spec + ": device " + std::to_string(f.device) +
 							 " has no core " + std::to_string(f.core) + " (" +

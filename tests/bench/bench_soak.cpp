@@ -342,6 +342,20 @@ int open_fds(pid_t pid)
 	return n;
 }
 
+// The count once it holds still (3 readings 100 ms apart): the start-up check that
+// the socket is alive leaves a connection for the daemon to close.
+int settled_fds(pid_t pid)
+{
+	int last = open_fds(pid), same = 0;
+	for (int i = 0; i < 50 && same < 2; ++i) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		const int now = open_fds(pid);
+		same = now == last ? same + 1 : 0;
+		last = now;
+	}
+	return last;
+}
+
 int tenants_listed(const std::string &socket)
 {
 	neuron::test::RawClient c;
@@ -438,7 +452,7 @@ int main(int argc, char **argv)
 	const int churn = std::max(2, o.tenants / 6), torch = o.torch ? 1 : 0;
 	const int training = o.tenants - inference - tools - churn - torch;
 	const uint64_t rss0 = rss_kib(daemon.pid());
-	const int fds0 = open_fds(daemon.pid());
+	const int fds0 = settled_fds(daemon.pid());
 	std::printf("bench-soak: %d tenants for %d s (%d training, %d inference, %d tools, %d PyTorch, %d churning: short "
 		    "or SIGKILLed), seed %u; inference alone first for %d s\n",
 		    o.tenants, o.seconds, training, inference, tools, torch, churn, o.seed, o.alone_seconds);

@@ -220,6 +220,8 @@ Test(faults, injection_needs_the_enable_flag)
 		{{"--enable-fault-injection", "--inject-fault", "dma-error:core=0"}, "core does not apply"},
 		{{"--enable-fault-injection", "--inject-fault", "engine-fault:core=7"}, "has no core 7"},
 		{{"--enable-fault-injection", "--inject-fault", "engine-fault:core=0,device=5"}, "no device 5"},
+		{{"--enable-fault-injection", "--core-watchdog-ms", "0", "--inject-fault", "stuck-core:core=0"},
+		 "only ever freed by the watchdog"},
 	};
 	for (const auto &c : cases) {
 		auto settings = NeurondProcess::default_settings();

@@ -72,6 +72,10 @@ struct Totals {
 	uint64_t rounds = 0, wrong = 0, errors = 0, polls = 0, killed = 0, shorts = 0;
 	std::vector<std::string> error_samples;
 	std::vector<uint64_t> inference_ns;
+	// The daemon's own view (GetCapacity: the inference pool's worst tenant p99 over
+	// its recent window), sampled every 250 ms: command latency inside neurond,
+	// without the tenant processes' wait for a host CPU.
+	std::vector<uint64_t> daemon_p99_alone, daemon_p99_soak;
 	uint64_t lent = 0, reclaimed = 0, refused = 0, loan_failures = 0;
 	std::string torch_status = "not run";
 
@@ -104,6 +108,7 @@ private:
 	void reap(std::vector<Proc> &procs, bool block);
 	void collect(Proc &p);
 	void random_loan(neuron::test::RawClient &admin);
+	void sample_daemon_p99(neuron::test::RawClient &observer, std::vector<uint64_t> *out);
 
 	Options o_;
 	std::string socket_;
@@ -204,7 +209,13 @@ std::vector<uint64_t> Soak::alone(int inference)
 	const uint64_t until = monotonic_ns() + uint64_t(o_.alone_seconds) * 1000000000ull;
 	for (int i = 0; i < inference; ++i)
 		procs.push_back(spawn("inference", until));
-	reap(procs, true);
+	neuron::test::RawClient observer;
+	soak::connect_observer(observer, socket_);
+	while (!procs.empty()) {
+		sample_daemon_p99(observer, &t_.daemon_p99_alone);
+		std::this_thread::sleep_for(std::chrono::milliseconds(250));
+		reap(procs, false);
+	}
 	if (torch_.pid > 0)
 		kill(torch_.pid, SIGCONT);
 	std::vector<uint64_t> ns;
@@ -235,6 +246,18 @@ bool Soak::start_torch()
 	torch_.pid = -1;
 	t_.error("the PyTorch tenant took no step within 300 s");
 	return false;
+}
+
+void Soak::sample_daemon_p99(neuron::test::RawClient &observer, std::vector<uint64_t> *out)
+{
+	api::Request req;
+	req.mutable_get_capacity();
+	api::Response resp;
+	if (!observer.call(req, &resp, 30000) || !resp.has_capacity())
+		return;
+	for (const auto &p : resp.capacity().pools())
+		if (p.pool() == api::POOL_INFERENCE && p.latency_p99_ns())
+			out->push_back(p.latency_p99_ns());
 }
 
 // Lend one core from a random pool, or reclaim a pool's loans, as an admin would.
@@ -283,7 +306,9 @@ void Soak::run(int training, int inference, int tools, int churn)
 	neuron::test::RawClient admin;
 	if (!admin.connect(socket_) || !admin.hello())
 		t_.error("the admin connection failed");
-	uint64_t next_loan = monotonic_ns();
+	neuron::test::RawClient observer;
+	soak::connect_observer(observer, socket_);
+	uint64_t next_loan = monotonic_ns(), next_sample = next_loan;
 	while (monotonic_ns() < until) {
 		reap(steady, false);
 		reap(churning, false);
@@ -300,6 +325,10 @@ void Soak::run(int training, int inference, int tools, int churn)
 				churning.push_back(spawn("victim", until));
 				churning.back().kill_at_ns = now + (100 + rng_() % 900) * 1000000ull;
 			}
+		}
+		if (now >= next_sample) {
+			sample_daemon_p99(observer, &t_.daemon_p99_soak);
+			next_sample = now + 250'000'000ull;
 		}
 		if (now >= next_loan) {
 			random_loan(admin);
@@ -373,6 +402,14 @@ uint64_t p99(std::vector<uint64_t> v)
 		return 0;
 	std::sort(v.begin(), v.end());
 	return v[std::min(v.size() - 1, v.size() * 99 / 100)];
+}
+
+uint64_t median(std::vector<uint64_t> v)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	return v[v.size() / 2];
 }
 
 bool parse_args(int argc, char **argv, Options *o, soak::RoleArgs *role)
@@ -489,6 +526,10 @@ int main(int argc, char **argv)
 	std::printf("  inference p99: %.2f ms alone (%zu requests), %.2f ms in the soak (%zu requests): %.1fx\n",
 		    p99_alone / 1e6, alone.size(), p99_soak / 1e6, t.inference_ns.size(),
 		    p99_alone ? double(p99_soak) / double(p99_alone) : 0.0);
+	std::printf("  inference p99 inside neurond (GetCapacity, worst tenant's recent window, median of %zu / %zu "
+		    "samples): %.2f ms alone, %.2f ms in the soak\n",
+		    t.daemon_p99_alone.size(), t.daemon_p99_soak.size(), median(t.daemon_p99_alone) / 1e6,
+		    median(t.daemon_p99_soak) / 1e6);
 	const bool alive = daemon.running();
 	if (!alive)
 		std::printf("  neurond died during the soak\n");

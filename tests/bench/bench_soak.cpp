@@ -76,6 +76,7 @@ struct Totals {
 	// its recent window), sampled every 250 ms: command latency inside neurond,
 	// without the tenant processes' wait for a host CPU.
 	std::vector<uint64_t> daemon_p99_alone, daemon_p99_soak;
+	std::vector<uint64_t> rss_quarters_kib; // the daemon's RSS after each quarter of the soak
 	uint64_t lent = 0, reclaimed = 0, refused = 0, loan_failures = 0;
 	std::string torch_status = "not run";
 
@@ -86,6 +87,8 @@ struct Totals {
 			error_samples.push_back(what);
 	}
 };
+
+uint64_t rss_kib(pid_t pid);
 
 class Soak {
 public:
@@ -309,6 +312,8 @@ void Soak::run(int training, int inference, int tools, int churn)
 	neuron::test::RawClient observer;
 	soak::connect_observer(observer, socket_);
 	uint64_t next_loan = monotonic_ns(), next_sample = next_loan;
+	const uint64_t quarter = uint64_t(o_.seconds) * 250'000'000ull;
+	uint64_t next_quarter = monotonic_ns() + quarter;
 	while (monotonic_ns() < until) {
 		reap(steady, false);
 		reap(churning, false);
@@ -325,6 +330,10 @@ void Soak::run(int training, int inference, int tools, int churn)
 				churning.push_back(spawn("victim", until));
 				churning.back().kill_at_ns = now + (100 + rng_() % 900) * 1000000ull;
 			}
+		}
+		if (now >= next_quarter) {
+			t_.rss_quarters_kib.push_back(rss_kib(daemon_));
+			next_quarter += quarter;
 		}
 		if (now >= next_sample) {
 			sample_daemon_p99(observer, &t_.daemon_p99_soak);
@@ -521,7 +530,11 @@ int main(int argc, char **argv)
 	std::printf("  errors seen by well-behaved tenants: %llu (goal 0)\n", (unsigned long long)t.errors);
 	for (const auto &e : t.error_samples)
 		std::printf("    %s\n", e.c_str());
-	std::printf("  daemon RSS: %.1f MiB at start, %.1f MiB at end\n", rss0 / 1024.0, rss1 / 1024.0);
+	std::string quarters;
+	for (uint64_t k : t.rss_quarters_kib)
+		quarters += (quarters.empty() ? "" : ", ") + std::to_string(k / 1024) + "." + std::to_string(k % 1024 * 10 / 1024);
+	std::printf("  daemon RSS: %.1f MiB at start, %.1f MiB at end (after each quarter of the soak: %s MiB)\n",
+		    rss0 / 1024.0, rss1 / 1024.0, quarters.c_str());
 	std::printf("  daemon open fds: %d at start, %d at end; tenants left: %d\n", fds0, fds1, left);
 	std::printf("  inference p99: %.2f ms alone (%zu requests), %.2f ms in the soak (%zu requests): %.1fx\n",
 		    p99_alone / 1e6, alone.size(), p99_soak / 1e6, t.inference_ns.size(),

@@ -76,7 +76,7 @@ struct Totals {
 	// its recent window), sampled every 250 ms: command latency inside neurond,
 	// without the tenant processes' wait for a host CPU.
 	std::vector<uint64_t> daemon_p99_alone, daemon_p99_soak;
-	std::vector<uint64_t> rss_quarters_kib; // the daemon's RSS after each quarter of the soak
+	std::vector<uint64_t> rss_quarters_kib; // the daemon's RSS at 1/4, 1/2 and 3/4 of the soak
 	uint64_t lent = 0, reclaimed = 0, refused = 0, loan_failures = 0;
 	std::string torch_status = "not run";
 
@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 	std::string quarters;
 	for (uint64_t k : t.rss_quarters_kib)
 		quarters += (quarters.empty() ? "" : ", ") + std::to_string(k / 1024) + "." + std::to_string(k % 1024 * 10 / 1024);
-	std::printf("  daemon RSS: %.1f MiB at start, %.1f MiB at end (after each quarter of the soak: %s MiB)\n",
+	std::printf("  daemon RSS: %.1f MiB at start, %.1f MiB at end (with the tenants, at 1/4, 1/2 and 3/4 of the soak: %s MiB)\n",
 		    rss0 / 1024.0, rss1 / 1024.0, quarters.c_str());
 	std::printf("  daemon open fds: %d at start, %d at end; tenants left: %d\n", fds0, fds1, left);
 	std::printf("  inference p99: %.2f ms alone (%zu requests), %.2f ms in the soak (%zu requests): %.1fx\n",

@@ -10,7 +10,10 @@
 // Logical cores are claimed one engine at a time, so each queue stays in order while
 // its logical core moves between physical cores.
 //
-// Threads and locks: everything here is the engine thread's, except stop_ (atomic).
+// Threads and locks: everything here is the engine thread's, except stop_ (atomic)
+// and what the watchdog (watchdog.h) touches: progress_ns_ (atomic, written by tile
+// threads too), reset_pending_ (atomic) and the reset's reason and group
+// (reset_mutex_), with reset_word_ as the futex an injected stall sleeps on.
 // While a tiled command runs, the runner's tile threads share the command's
 // TileCursor (its own mutex), the counters (atomics), the tenant's memory (shared
 // lock per tile) and read-only engine state (eligible_, generation_, which change

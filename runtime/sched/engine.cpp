@@ -109,9 +109,19 @@ bool Engine::run_one()
 		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > lag ? clock - lag : 0);
 		return std::pair<int, uint64_t>(pooled ? static_cast<int>(l->pool()) : 0, v);
 	};
-	if (candidates_.size() > 1)
-		std::sort(candidates_.begin(), candidates_.end(), [&](LogicalCore *a, LogicalCore *b) { return key(a) < key(b); });
-	for (LogicalCore *l : candidates_) {
+	// Sorted by keys taken once: other engines move the clocks and virtual times
+	// while we sort, and a comparator that reads them live is no strict weak order
+	// (std::sort then ran past the vector's end: ASan caught it in bench-soak).
+	// One per engine thread, kept between calls (this runs between every two tiles).
+	static thread_local std::vector<std::pair<std::pair<int, uint64_t>, LogicalCore *>> ranked_;
+	ranked_.clear();
+	for (LogicalCore *l : candidates_)
+		ranked_.emplace_back(key(l), l);
+	if (ranked_.size() > 1)
+		std::sort(ranked_.begin(), ranked_.end(),
+			  [](const auto &a, const auto &b) { return a.first < b.first; });
+	for (const auto &ranked : ranked_) {
+		LogicalCore *l = ranked.second;
 		if (!l->try_claim(static_cast<int>(sched_core_)))
 			continue;
 		const uint64_t v = key(l).second;

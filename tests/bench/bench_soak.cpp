@@ -545,7 +545,7 @@ int main(int argc, char **argv)
 		    median(t.daemon_p99_soak) / 1e6);
 	const bool alive = daemon.running();
 	if (!alive)
-		std::printf("  neurond died during the soak\n");
+		std::printf("  neurond died during the soak; the end of its log:\n%s\n", daemon.log_tail(6000).c_str());
 	if (o.check && (t.wrong || t.errors || fds1 != fds0 || left != 0 || !alive || t.rounds == 0)) {
 		std::printf("bench-soak: FAILED the check (wrong results, errors, descriptors or tenants left)\n");
 		return 1;

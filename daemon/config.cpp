@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <chip/profile.h>
+#include <sched/fault_injection.h>
 
 #include <CLI/CLI.hpp>
 
@@ -66,12 +67,35 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 		       "per-tenant limit SCOPE.RESOURCE=VALUE, repeatable: scope default, training, inference, group:NAME "
 		       "or uid:N; resource hbm_bytes, host_buffers, host_bytes or queues; value N, N[KMGT], N% or "
 		       "unlimited (e.g. training.hbm_bytes=75%)");
+	app.add_option("--core-watchdog-ms", c->core_watchdog_ms,
+		       "reset a NeuronCore whose running tile group makes no progress for this long; only the command on "
+		       "it faults (NEURON_FAULT_RESET, event core.reset). 0: never. emu only: on kmd the driver's job "
+		       "timeout is the watchdog")
+		->check(CLI::Range(0u, 3600000u));
+	app.add_flag("--enable-fault-injection", c->enable_fault_injection,
+		     "TEST ONLY: accept --inject-fault (without it neurond refuses to start with one)");
+	app.add_option("--inject-fault", c->inject_faults,
+		       "TEST ONLY (needs --enable-fault-injection; emu backend): make an engine misbehave, repeatable. " +
+			       sched::injected_fault_syntax() +
+			       ". engine-fault: a command on the core faults; dma-error: a DMA copy fails; slow-core: the "
+			       "core runs F times slower; stuck-core: a command stops making progress until the watchdog "
+			       "resets the core. after=N lets N commands start on that engine first; count=N (default 1)")
+		->check([](const std::string &spec) {
+			sched::InjectedFault f;
+			return sched::parse_injected_fault(spec, &f);
+		});
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
 		*exit_code = app.exit(e);
 		if (*exit_code == 0)
 			return false;
+		*exit_code = 2;
+		return false;
+	}
+	if (!c->inject_faults.empty() && !c->enable_fault_injection) {
+		std::cerr << "neurond: --inject-fault is refused without --enable-fault-injection (fault injection is for "
+			     "tests; a production daemon must not be told to fault)\n";
 		*exit_code = 2;
 		return false;
 	}

@@ -44,6 +44,14 @@ struct Config {
 
 	// Per-tenant limits (tenant_limits.h): "SCOPE.RESOURCE=VALUE" entries.
 	std::vector<std::string> limits;
+
+	// A core whose tile group makes no progress this long is reset (0: never).
+	uint32_t core_watchdog_ms = 10000;
+	// Test only: faults to inject (runtime/sched/fault_injection.h), refused unless
+	// enable_fault_injection is set too, so a production daemon cannot be told to
+	// fault by one stray line.
+	bool enable_fault_injection = false;
+	std::vector<std::string> inject_faults;
 };
 
 // Parses argv; on --help/--version prints and returns *exit_code >= 0; on a bad

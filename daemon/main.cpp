@@ -12,6 +12,7 @@
 
 #include <backend/select.h>
 #include <kernels/blas_select.h>
+#include <sched/fault_injection.h>
 #include <sched/thread_priority.h>
 
 #include <cblas.h>
@@ -46,6 +47,12 @@ backend::BackendOptions backend_options(const Config &config)
 	o.engines.tile_budget.matmul_macs = config.tile_macs;
 	o.engines.tile_budget.elements = config.tile_elements;
 	o.engines.tile_budget.transcendental_elements = std::max<uint64_t>(config.tile_elements / 4, 1);
+	o.engines.watchdog_ms = config.core_watchdog_ms;
+	for (const auto &spec : config.inject_faults) {
+		sched::InjectedFault f;
+		sched::parse_injected_fault(spec, &f); // checked by parse_config
+		o.engines.faults.push_back(std::move(f));
+	}
 	return o;
 }
 
@@ -107,6 +114,8 @@ int main(int argc, char **argv)
 		backend::Selected selected = backend::open_backend(options);
 		backend::DeviceBackend &devices = *selected.backend;
 		log_backend(devices, selected);
+		for (const auto &spec : config.inject_faults)
+			NLOG_WARN("fault.armed", "inject_fault=" + quoted(spec) + " (test only: --enable-fault-injection)");
 		boost::asio::io_context io;
 		// Before the socket listens: a client may stop us the moment it can
 		// connect, and asio queues a signal that comes before the wait below.

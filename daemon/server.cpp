@@ -110,6 +110,16 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 		ev.set_tenant_id(q.tenant().id()); // whose queue faulted
 		events_.post(std::move(ev));
 	};
+	// Test only (--inject-fault): which tenant an injected fault hit, said once here;
+	// its effect (a fault, a reset) is reported as any other.
+	devices_.on_injected = [this](const backend::Queue &q, const std::string &what) {
+		NLOG_WARN("fault.injected", "tenant=" + std::to_string(q.tenant().id()) + " queue=" + std::to_string(q.id()) +
+						    " device=" + std::to_string(q.device()) + " what=" + quoted(what));
+		api::Event ev = EventBus::make("fault.injected", q.device(),
+					       q.kind() == backend::QueueKind::Core ? static_cast<int32_t>(q.core()) : -1, what);
+		ev.set_tenant_id(q.tenant().id());
+		events_.post(std::move(ev));
+	};
 	devices_.on_switched = [this](uint32_t device, uint32_t core) { leases_.switched(device, core); };
 	leases_.on_reclaimed = [this](const ReclaimDone &r) {
 		boost::asio::post(io_, [this, r] { capacity_.on_reclaimed(r); });

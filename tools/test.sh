@@ -74,13 +74,14 @@ step "The daemon and tiling suites again under AddressSanitizer + UndefinedBehav
 # Only neurond, libneuron, the daemon suites and sharing-tiling: they are where
 # threads, sockets and shared memory meet (sharing-tiling runs tiles of one command on
 # 3 threads with parked chains, shared packs and f32 partials), and building the rest
-# twice would double CI time.
-asan_pick='lambda t: t["name"].startswith("daemon-") or t["name"] == "sharing-tiling"'
+# twice would double CI time. And the short soak (soak-short: 64 tenant processes with
+# SIGKILLs and loans on an ASan neurond; it found a heap overflow the suites did not).
+asan_pick='lambda t: t["name"].startswith("daemon-") or t["name"] in ("sharing-tiling", "soak-short")'
 mapfile -t asan_tests < <(meson introspect build-asan --tests |
 	python3 -c "import json, sys; [print(t['name']) for t in json.load(sys.stdin) if ($asan_pick)(t)]")
 mapfile -t asan_targets < <(meson introspect build-asan --tests |
 	python3 -c "import json, os, sys; [print(os.path.relpath(t['cmd'][0], sys.argv[1])) for t in json.load(sys.stdin) if ($asan_pick)(t)]" "$PWD/build-asan")
-if ninja -C build-asan -j"$jobs" daemon/neurond "${asan_targets[@]}" >build-asan/ninja-output.txt 2>&1; then
+if ninja -C build-asan -j"$jobs" daemon/neurond tests/bench/bench-soak "${asan_targets[@]}" >build-asan/ninja-output.txt 2>&1; then
 	# The daemon and its tenants run as separate processes: each reports its own
 	# sanitizer errors and exits non-zero, which fails the test that started it.
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -38,23 +38,54 @@ void DeviceBackend::start()
 		if (on_fault)
 			on_fault(q, code, seq, reason);
 	};
+	options.on_injected = [this](const Queue &q, const std::string &what) {
+		if (on_injected)
+			on_injected(q, what);
+	};
 	sched::EngineOptions dma_options = options;
 	dma_options.tiling = false; // copies are not shared by priority; keep them whole and fast
 	dma_options.dma = true;
+	std::vector<sched::Engine *> all;
 	for (uint32_t d = 0; d < slots_.size(); ++d) {
 		Slot &s = slots_[d];
 		const std::string dev = "nd" + std::to_string(d);
-		for (uint32_t c = 0; c < s.cores; ++c)
+		for (uint32_t c = 0; c < s.cores; ++c) {
+			options.faults = faults_for(d, static_cast<int>(c));
 			s.engines.push_back(std::make_unique<sched::Engine>(*s.cores_sched, c, dev + "/nc" + std::to_string(c),
 									   *s.counters[c], make_runner(d, static_cast<int>(c)),
 									   options));
+		}
+		dma_options.faults = faults_for(d, -1);
 		s.engines.push_back(std::make_unique<sched::Engine>(*s.dma_sched, 0, dev + "/dma", *s.dma_counters,
 								   make_runner(d, -1), dma_options));
+		for (auto &e : s.engines)
+			all.push_back(e.get());
 	}
+	if (settings_.watchdog_ms > 0 && resets_cores())
+		watchdog_ = std::make_unique<sched::Watchdog>(std::move(all), settings_.watchdog_ms * 1'000'000);
+}
+
+std::vector<sched::InjectedFault> DeviceBackend::faults_for(uint32_t device, int core) const
+{
+	std::vector<sched::InjectedFault> out;
+	for (const auto &f : settings_.faults)
+		if (f.device == device && (f.on_dma_engine() ? core < 0 : core >= 0 && f.core == static_cast<uint32_t>(core)))
+			out.push_back(f);
+	return out;
+}
+
+uint64_t DeviceBackend::watchdog_resets(uint32_t device) const
+{
+	const Slot &s = slots_.at(device);
+	uint64_t n = s.dma_counters->resets.load(std::memory_order_relaxed);
+	for (const auto &c : s.counters)
+		n += c->resets.load(std::memory_order_relaxed);
+	return n;
 }
 
 void DeviceBackend::stop()
 {
+	watchdog_.reset(); // it calls into the engines
 	for (auto &s : slots_)
 		for (auto &e : s.engines)
 			e->stop();

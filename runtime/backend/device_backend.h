@@ -20,6 +20,8 @@
 #include <sched/core_scheduler.h>
 #include <sched/counters.h>
 #include <sched/engine.h>
+#include <sched/fault_injection.h>
+#include <sched/watchdog.h>
 
 #include <cstdint>
 #include <functional>
@@ -41,7 +43,7 @@ struct DeviceInfo {
 	std::string pci_bdf = "sim";
 	int32_t numa_node = -1;
 	std::string node;              // what the backend drives ("in-process", "/dev/accel/accel0")
-	uint64_t resets = 0;           // core resets since start (driver watchdog; 0 on emu)
+	uint64_t resets = 0;           // core resets since start (the driver's watchdog, or neurond's on emu)
 };
 
 // How the engines run: the daemon's settings (flags and config file).
@@ -50,6 +52,11 @@ struct EngineSettings {
 	uint64_t spin_ns = 50000; // engines poll this long after work before they sleep
 	sched::TileBudget tile_budget;
 	int training_nice = 0;    // sched::EngineOptions::training_nice
+	// Resets a core whose tile group makes no progress for this long (0: never);
+	// backends whose device has its own watchdog ignore it (resets_cores()).
+	uint64_t watchdog_ms = 10000;
+	// Test only (neurond --enable-fault-injection): sched/fault_injection.h.
+	std::vector<sched::InjectedFault> faults;
 };
 
 class DeviceBackend {
@@ -83,6 +90,16 @@ public:
 	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
 	// A switch asked for with CoreScheduler::request_switch is complete.
 	std::function<void(uint32_t device, uint32_t core)> on_switched;
+	// An injected fault (test only) fired on a tenant's queue.
+	std::function<void(const Queue &, const std::string &what)> on_injected;
+
+	// Whether neurond's watchdog resets this backend's cores (emu), or the
+	// device's own does (kmd: the driver's job timeout).
+	virtual bool resets_cores() const { return true; }
+	// Why this backend cannot take EngineSettings::faults, or "" if it can.
+	virtual std::string fault_injection_refusal() const { return {}; }
+	// Resets of `device`'s cores by neurond's watchdog since start.
+	uint64_t watchdog_resets(uint32_t device) const;
 
 	// Starts every engine. Once.
 	void start();
@@ -98,6 +115,8 @@ protected:
 	// A switch completed (engine thread): the backend's own bookkeeping first (kmd:
 	// the kernel's core masks), then the daemon's hook.
 	virtual void switched(uint32_t device, uint32_t core);
+	// The injected faults (test only) meant for `device`'s core `core` (< 0: its DMA engine).
+	std::vector<sched::InjectedFault> faults_for(uint32_t device, int core) const;
 
 	EngineSettings settings_;
 
@@ -111,6 +130,7 @@ private:
 		std::vector<std::unique_ptr<sched::Engine>> engines; // cores, then DMA last
 	};
 	std::vector<Slot> slots_;
+	std::unique_ptr<sched::Watchdog> watchdog_; // after the engines it watches; stopped first
 	bool started_ = false;
 };
 

@@ -53,7 +53,39 @@ Selected with_kmd(std::unique_ptr<DeviceBackend> b, std::string reason, const Ba
 
 } // namespace
 
+namespace {
+
+Selected choose_backend(const BackendOptions &o);
+
+} // namespace
+
+// Fault injection is refused by a backend that cannot emulate it (kmd), never
+// silently ignored.
 Selected open_backend(const BackendOptions &o)
+{
+	Selected s = choose_backend(o);
+	if (!o.engines.faults.empty()) {
+		if (auto why = s.backend->fault_injection_refusal(); !why.empty())
+			throw std::runtime_error("--inject-fault: " + why + " (backend chosen: " + s.reason + ")");
+		for (const auto &f : o.engines.faults) {
+			if (f.device >= s.backend->device_count())
+				throw std::runtime_error("--inject-fault " + f.spec + ": there is no device " + std::to_string(f.device) +
+							 " (" + std::to_string(s.backend->device_count()) + " devices)");
+			if (f.kind == sched::InjectedFault::Kind::StuckCore && o.engines.watchdog_ms == 0)
+				throw std::runtime_error("--inject-fault " + f.spec + ": a stuck core is only ever freed by the "
+							 "watchdog; --core-watchdog-ms 0 turns it off");
+			if (!f.on_dma_engine() && f.core >= s.backend->core_count(f.device))
+				throw std::runtime_error("--inject-fault " + f.spec + ": device " + std::to_string(f.device) +
+							 " has no core " + std::to_string(f.core) + " (" +
+							 std::to_string(s.backend->core_count(f.device)) + " cores)");
+		}
+	}
+	return s;
+}
+
+namespace {
+
+Selected choose_backend(const BackendOptions &o)
 {
 	if (o.kind == "emu")
 		return {make_emu(o), "--backend emu", {}};
@@ -82,5 +114,7 @@ Selected open_backend(const BackendOptions &o)
 		return {make_emu(o), std::string("auto: the neuron driver is present but unusable: ") + e.what(), {}};
 	}
 }
+
+} // namespace
 
 } // namespace neuron::backend

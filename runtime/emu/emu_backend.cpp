@@ -28,6 +28,7 @@ backend::DeviceInfo EmuBackend::describe(uint32_t device) const
 	info.hbm_used_bytes = s.used_bytes;
 	info.hbm_largest_free_bytes = s.largest_free_bytes;
 	info.node = "in-process";
+	info.resets = watchdog_resets(device);
 	return info;
 }
 

@@ -90,6 +90,14 @@ KmdBackend::KmdBackend(const std::vector<Node> &nodes, backend::EngineSettings s
 
 KmdBackend::~KmdBackend() { stop(); }
 
+// The injected faults are emulated in neurond's engines and tiles; on this backend
+// the tiles run in the driver's jobs, and its faults and resets are the kernel's.
+std::string KmdBackend::fault_injection_refusal() const
+{
+	return "fault injection works on --backend emu only: on kmd, commands run as neuron.ko jobs and the faults, "
+	       "resets and timeouts are the driver's (its own job timeout is the watchdog)";
+}
+
 void KmdBackend::stop()
 {
 	DeviceBackend::stop(); // the scheduler's engines first: they submit to the devices

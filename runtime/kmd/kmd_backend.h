@@ -85,6 +85,9 @@ public:
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
 	void stop() override;
+	// The driver's job timeout resets the device's cores (its watchdog); neurond's is off.
+	bool resets_cores() const override { return false; }
+	std::string fault_injection_refusal() const override;
 
 	KmdDeviceSlot &slot(uint32_t device) { return *devices_.at(device); }
 	// What the driver said at start (for the daemon's log).

@@ -29,6 +29,9 @@ struct CoreCounters {
 	// running group never exceeds what the engine then adds.
 	std::atomic<uint64_t> busy_seq{0};
 	std::atomic<uint64_t> commands{0};
+	// Resets of this core (the watchdog's: a tile group made no progress for
+	// --core-watchdog-ms; its command faulted NEURON_FAULT_RESET).
+	std::atomic<uint64_t> resets{0};
 	std::atomic<uint64_t> tiles{0};
 	std::atomic<uint64_t> max_tile_ns{0};  // longest tile so far, wall time (host preemption included)
 	// Longest tile of a command cut into several, in the engine thread's CPU time: the

@@ -36,7 +36,7 @@ void store_max(std::atomic<uint64_t> &m, uint64_t v)
 Engine::Engine(CoreScheduler &sched, uint32_t sched_core, std::string name, CoreCounters &counters,
 	       std::unique_ptr<TileRunner> runner, EngineOptions options)
 	: sched_(sched), sched_core_(sched_core), name_(std::move(name)), counters_(counters),
-	  runner_(std::move(runner)), options_(std::move(options))
+	  runner_(std::move(runner)), options_(std::move(options)), injector_(options_.faults)
 {
 	thread_ = std::thread([this] { run(); });
 }
@@ -48,6 +48,8 @@ void Engine::stop()
 	if (stop_.exchange(true))
 		return;
 	sched_.wake(sched_core_);
+	atomic_u32(reset_word_).fetch_add(1);
+	detail::futex_wake_all(&reset_word_); // an injected stall
 	if (thread_.joinable())
 		thread_.join();
 }
@@ -107,9 +109,19 @@ bool Engine::run_one()
 		const uint64_t v = std::max(l->vtime.load(std::memory_order_relaxed), clock > lag ? clock - lag : 0);
 		return std::pair<int, uint64_t>(pooled ? static_cast<int>(l->pool()) : 0, v);
 	};
-	if (candidates_.size() > 1)
-		std::sort(candidates_.begin(), candidates_.end(), [&](LogicalCore *a, LogicalCore *b) { return key(a) < key(b); });
-	for (LogicalCore *l : candidates_) {
+	// Sorted by keys taken once: other engines move the clocks and virtual times
+	// while we sort, and a comparator that reads them live is no strict weak order
+	// (std::sort then ran past the vector's end: ASan caught it in bench-soak).
+	// One per engine thread, kept between calls (this runs between every two tiles).
+	static thread_local std::vector<std::pair<std::pair<int, uint64_t>, LogicalCore *>> ranked_;
+	ranked_.clear();
+	for (LogicalCore *l : candidates_)
+		ranked_.emplace_back(key(l), l);
+	if (ranked_.size() > 1)
+		std::sort(ranked_.begin(), ranked_.end(),
+			  [](const auto &a, const auto &b) { return a.first < b.first; });
+	for (const auto &ranked : ranked_) {
+		LogicalCore *l = ranked.second;
 		if (!l->try_claim(static_cast<int>(sched_core_)))
 			continue;
 		const uint64_t v = key(l).second;
@@ -170,6 +182,8 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 			return Step::Progress;
 		}
 	}
+	if (!injector_.empty() && inject_at_start(q, a.seq, f.cmd.user_tag))
+		return Step::Progress;
 	f.queue = qp;
 	f.seq = a.seq;
 	if (begin_current(l, q))
@@ -234,6 +248,7 @@ bool Engine::begin_current(LogicalCore &l, Queue &q)
 	f.plan = options_.tiling ? plan_tiles(f.cmd, options_.tile_budget, 1) : TilePlan{};
 	f.tiles.reset(f.plan.tiles, chain_length(f.plan));
 	if (auto flt = runner_->begin(l, f, context(l, q))) {
+		stall_next_ = nullptr; // an injected stall was for this command
 		fault_inflight(l, q, flt->code, flt->message);
 		finish_command(l);
 		return false;
@@ -301,10 +316,23 @@ Engine::Step Engine::step(LogicalCore &l)
 	Queue &q = *keep;
 	const RunContext ctx = context(l, q);
 	const uint64_t start = monotonic_ns();
+	progress_ns_.store(start, std::memory_order_relaxed);
 	counters_.running_since_ns.store(start, std::memory_order_release);
 	uint64_t longest = 0;
 	const bool tiled = f.plan.tiles > 1;
-	const Outcome out = tiled ? runner_->run_tiles(l, f, ctx, &longest) : runner_->run_whole(l, f, ctx, &longest);
+	Outcome out;
+	if (stall_next_)
+		out = stall(start);
+	else
+		out = tiled ? runner_->run_tiles(l, f, ctx, &longest) : runner_->run_whole(l, f, ctx, &longest);
+	if (!injector_.empty())
+		slow_down(q, monotonic_ns() - start);
+	// A reset asked for while the group ran: the command did not finish, so its
+	// work on this core is lost (a finished one stands; the reset found nothing).
+	if (auto reason = take_reset(start); reason && out.kind == Outcome::Preempted) {
+		out = Outcome::fault(NEURON_FAULT_RESET, std::move(*reason));
+		counters_.resets.fetch_add(1, std::memory_order_relaxed);
+	}
 	// The core's time is the group's wall time, however many threads it used;
 	// its end is taken inside busy_seq's odd window (counters.h, busy_now).
 	counters_.busy_seq.fetch_add(1);
@@ -328,7 +356,8 @@ Engine::Step Engine::step(LogicalCore &l)
 
 bool Engine::should_yield(const LogicalCore &self, const Queue &q) const
 {
-	if (stop_.load(std::memory_order_relaxed) || sched_.generation() != generation_ ||
+	if (stop_.load(std::memory_order_relaxed) || reset_pending_.load(std::memory_order_relaxed) ||
+	    sched_.generation() != generation_ ||
 	    sched_.switch_pending(sched_core_) || q.tenant().memory().writer_waiting())
 		return true;
 	for (const auto &l : eligible_)
@@ -339,6 +368,7 @@ bool Engine::should_yield(const LogicalCore &self, const Queue &q) const
 
 void Engine::count_tile(LogicalCore &l, uint64_t wall_ns) const
 {
+	progress_ns_.store(monotonic_ns(), std::memory_order_relaxed);
 	counters_.tiles.fetch_add(1, std::memory_order_relaxed);
 	l.tiles.fetch_add(1, std::memory_order_relaxed);
 	store_max(counters_.max_tile_ns, wall_ns);
@@ -348,10 +378,12 @@ void Engine::count_tile(LogicalCore &l, uint64_t wall_ns) const
 // step): the tile-bound histograms are for tiled commands only.
 void Engine::record_tile(LogicalCore &l, uint64_t wall_ns, uint64_t cpu_ns, bool is_tile) const
 {
-	if (is_tile)
+	if (is_tile) {
 		count_tile(l, wall_ns);
-	else
+	} else {
+		progress_ns_.store(monotonic_ns(), std::memory_order_relaxed);
 		store_max(counters_.max_tile_ns, wall_ns);
+	}
 	counters_.tile_ns.record(wall_ns);
 	counters_.tile_cpu_ns.record(cpu_ns);
 	store_max(counters_.max_tile_cpu_ns, cpu_ns);

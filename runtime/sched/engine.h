@@ -10,7 +10,10 @@
 // Logical cores are claimed one engine at a time, so each queue stays in order while
 // its logical core moves between physical cores.
 //
-// Threads and locks: everything here is the engine thread's, except stop_ (atomic).
+// Threads and locks: everything here is the engine thread's, except stop_ (atomic)
+// and what the watchdog (watchdog.h) touches: progress_ns_ (atomic, written by tile
+// threads too), reset_pending_ (atomic) and the reset's reason and group
+// (reset_mutex_), with reset_word_ as the futex an injected stall sleeps on.
 // While a tiled command runs, the runner's tile threads share the command's
 // TileCursor (its own mutex), the counters (atomics), the tenant's memory (shared
 // lock per tile) and read-only engine state (eligible_, generation_, which change
@@ -21,6 +24,7 @@
 #pragma once
 
 #include "core_scheduler.h"
+#include "fault_injection.h"
 #include "thread_priority.h"
 #include "tile_runner.h"
 #include "tiling.h"
@@ -29,6 +33,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +52,10 @@ struct EngineOptions {
 	TileBudget tile_budget;
 	// Called on the engine thread when a queue faults (the daemon logs it).
 	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
+	// Test only (fault_injection.h): the faults injected into this engine, and the
+	// hook told (on the engine thread) whenever one fires on a tenant's queue.
+	std::vector<InjectedFault> faults;
+	std::function<void(const Queue &, const std::string &what)> on_injected;
 };
 
 class Engine : private EngineHooks {
@@ -59,6 +69,19 @@ public:
 
 	void stop();
 	const std::string &name() const { return name_; }
+
+	// The watchdog's side (watchdog.h), any thread. How long the running tile
+	// group has made no progress (no tile ended since it started or since the
+	// last one); 0 while the engine runs nothing. *group_start_ns: which group
+	// (its start, for request_reset).
+	uint64_t stalled_ns(uint64_t now_ns, uint64_t *group_start_ns) const;
+	// Resets the core: the command it runs stops at its next tile boundary (an
+	// injected stall at once) and faults NEURON_FAULT_RESET with `reason`; its
+	// tenant alone is hit, the core then runs the others' work again.
+	// group_start_ns: the start of the stalled group as the watchdog saw it
+	// (counters' running_since_ns): a reset that comes after that group ended is
+	// dropped. False if a reset is already pending.
+	bool request_reset(uint64_t group_start_ns, std::string reason);
 
 private:
 	enum class Step { Idle, Progress };
@@ -84,6 +107,14 @@ private:
 	void charge(LogicalCore &l, uint64_t wall_ns);
 	void fault(Queue &q, uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason);
 	void sleep_until_doorbell();
+	// Fault injection (test only): a command starting now may be hit (true: it was
+	// faulted); a stuck core's stall; a slow core's extra time.
+	bool inject_at_start(Queue &q, uint64_t seq, uint64_t user_tag);
+	Outcome stall(uint64_t group_start_ns);
+	void slow_down(Queue &q, uint64_t group_ns);
+	// The pending reset's reason, taken (the engine handles it now), or nullopt.
+	std::optional<std::string> take_reset(uint64_t group_start_ns);
+	void wait_for_reset_or_stop(uint64_t max_ns);
 
 	CoreScheduler &sched_;
 	int nice_ = 0; // of the tile group being run (options_.training_nice or 0)
@@ -93,6 +124,14 @@ private:
 	std::unique_ptr<TileRunner> runner_;
 	EngineOptions options_;
 	std::atomic<bool> stop_{false};
+	FaultInjector injector_;                     // engine thread only
+	const InjectedFault *stall_next_ = nullptr;  // a stuck-core fired for the command just started
+	mutable std::atomic<uint64_t> progress_ns_{0}; // last tile end or group start (watchdog)
+	std::atomic<bool> reset_pending_{false};
+	uint32_t reset_word_ = 0;                    // futex: bumped by request_reset
+	std::mutex reset_mutex_;                     // guards reset_reason_
+	std::string reset_reason_;
+	uint64_t reset_group_ = 0;                   // guarded by reset_mutex_
 	// engine thread only
 	std::vector<std::shared_ptr<LogicalCore>> eligible_;
 	std::vector<std::shared_ptr<Queue>> watched_;

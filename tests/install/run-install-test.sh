@@ -129,7 +129,8 @@ timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -m 
 	-drive file="$WORK/test.ext4",format=raw,if=virtio,readonly=on \
 	</dev/null >"$LOG" 2>&1
 qrc=$?
-tr -d '\r' <"$LOG" >"$LOG.txt"
+# systemd copies the runner's output to the console as "[ uptime] unit[pid]: line".
+tr -d '\r' <"$LOG" | sed -E 's/^\[ *[0-9]+\.[0-9]+\] [A-Za-z0-9_.@-]+\[[0-9]+\]: //' >"$LOG.txt"
 say "QEMU exited with $qrc after $(($(date +%s) - t0))s"
 grep -E '^(PASS|FAIL|# )' "$LOG.txt" | sed 's/^# /  # /'
 grep -E '^(PASS|FAIL)' "$LOG.txt" >>"$RESULTS"

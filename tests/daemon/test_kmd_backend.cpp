@@ -4,6 +4,7 @@
 // several bounded compute jobs. Runs in
 // the QEMU suite (tests/driver/daemon-suite.sh) where $NEURON_DAEMON is neurond
 // --backend kmd; on an emu daemon every test is skipped.
+#include "daemon_backend.h"
 #include "daemon_test.h"
 
 #include <dirent.h>
@@ -19,13 +20,6 @@ TestSuite(kmd_backend, .init = daemon_up, .fini = daemon_down, .timeout = 120);
 namespace {
 
 const char *kSysfs = "/sys/class/accel/accel0/device/";
-
-bool daemon_is_kmd(neuron_client *c)
-{
-	struct neuron_device_info info = {};
-	NEURON_OK_OR_FAIL(neuron_device_info(c, 0, &info));
-	return std::string(info.backend) == "kmd";
-}
 
 std::vector<uint64_t> sysfs_values(const std::string &name)
 {
@@ -72,7 +66,7 @@ int wait_accel0_files(pid_t pid, int expected)
 DAEMON_TEST(kmd_backend, one_driver_file_per_tenant)
 {
 	neuron_client *probe = connect("probe");
-	if (!daemon_is_kmd(probe)) {
+	if (!neuron::test::daemon_runs_kmd(probe)) {
 		neuron_disconnect(probe);
 		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
 	}
@@ -95,7 +89,7 @@ DAEMON_TEST(kmd_backend, one_driver_file_per_tenant)
 DAEMON_TEST(kmd_backend, hbm_accounting_is_the_drivers)
 {
 	neuron_client *c = connect("hbm");
-	if (!daemon_is_kmd(c)) {
+	if (!neuron::test::daemon_runs_kmd(c)) {
 		neuron_disconnect(c);
 		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
 	}
@@ -117,7 +111,7 @@ DAEMON_TEST(kmd_backend, large_matmul_runs_as_several_bounded_jobs)
 {
 	Tenant t;
 	t.open("tiles", 0, 1);
-	if (!daemon_is_kmd(t.client)) {
+	if (!neuron::test::daemon_runs_kmd(t.client)) {
 		t.close();
 		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
 	}
@@ -163,7 +157,7 @@ DAEMON_TEST(kmd_backend, large_matmul_runs_as_several_bounded_jobs)
 DAEMON_TEST(kmd_backend, programs_are_refused_with_the_reason)
 {
 	neuron_client *c = connect("programs");
-	if (!daemon_is_kmd(c)) {
+	if (!neuron::test::daemon_runs_kmd(c)) {
 		neuron_disconnect(c);
 		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
 	}

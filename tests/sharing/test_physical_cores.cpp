@@ -5,6 +5,7 @@
 // engines, and on kmd the driver's per-core job counts (sysfs) and the mask the
 // driver reports for the tenant's file. Also: the per-tenant telemetry is real on
 // every backend (latency, busy time, tiles).
+#include "daemon_backend.h"
 #include "sharing_test.h"
 
 #include <fstream>
@@ -15,13 +16,6 @@ using namespace sh;
 static void down() { stop_daemon(); }
 
 namespace {
-
-bool is_kmd(neuron_client *c)
-{
-	struct neuron_device_info info = {};
-	cr_assert(neuron_device_info(c, 0, &info) == NEURON_OK, "device info: %s", neuron_last_error());
-	return std::string(info.backend) == "kmd";
-}
 
 // Jobs the driver completed on each core of accel0 (kmd only).
 std::vector<uint64_t> driver_jobs()
@@ -77,7 +71,7 @@ Test(physical_cores, logical_cores_run_only_where_the_leases_say, .fini = down, 
 	start_daemon({"--cores", "2", "--inference-cores", "1", "--tile-macs", "262144"});
 	Tenant t;
 	t.open("trainer", NEURON_TENANT_TRAINING, 2);
-	const bool kmd = is_kmd(t.client);
+	const bool kmd = neuron::test::daemon_runs_kmd(t.client);
 	const uint64_t id = tenant_id(t.client);
 	neuron_queue *q = nullptr;
 	cr_assert(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 2, 0, &q) != NEURON_OK,

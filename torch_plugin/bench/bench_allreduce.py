@@ -15,12 +15,12 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from datetime import timedelta
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from _daemon import ensure_daemon  # noqa: E402
+from _timing import best_time  # noqa: E402
 
 
 def _sizes(max_mib):
@@ -31,18 +31,8 @@ def _sizes(max_mib):
 
 
 def _time(fn, sync, nbytes):
-    reps = max(3, min(200, (64 << 20) // max(nbytes, 1)))
-    for _ in range(2):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
+    # enough calls for ~64 MiB moved per round, 3..200
+    return best_time(fn, sync, max(3, min(200, (64 << 20) // max(nbytes, 1))), warmup=2)
 
 
 def _rank(rank, world, store_path, max_mib, queue):

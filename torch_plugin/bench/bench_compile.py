@@ -20,24 +20,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from _daemon import REPO, ensure_daemon  # noqa: E402
+from _timing import best_time  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "tests", "torch"))
 
 OPS = 200
-
-
-def best_time(fn, sync, reps, rounds=3, warmup=3):
-    for _ in range(warmup):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
 
 
 def host_time(fn, sync, reps, rounds=3):

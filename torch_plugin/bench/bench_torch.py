@@ -20,22 +20,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from _daemon import REPO, ensure_daemon  # noqa: E402
+from _timing import best_time  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "tests", "torch"))
-
-
-def timeit(fn, sync, reps, warmup=3):
-    for _ in range(warmup):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / reps)
-    return best
 
 
 def main():
@@ -54,7 +41,7 @@ def main():
         best = float("inf")
         for nt in sorted({1, default_threads}):
             torch.set_num_threads(nt)
-            best = min(best, timeit(fn, csync, reps, warmup))
+            best = min(best, best_time(fn, csync, reps, warmup=warmup))
         torch.set_num_threads(default_threads)
         return best
     rows = []
@@ -75,7 +62,7 @@ def main():
     c_small = min(host_loop(a, b) for _ in range(3))
     d_small = min(host_loop(da, db) for _ in range(3))
     nsync()
-    d_small_sync = timeit(lambda: da + db, nsync, 500)
+    d_small_sync = best_time(lambda: da + db, nsync, 500)
     rows.append(("add 1k f32, host us/op", c_small * 1e6, d_small * 1e6, d_small / c_small, "neuron/cpu <= 1.2"))
     rows.append(("add 1k f32, incl. device us/op", c_small * 1e6, d_small_sync * 1e6, d_small_sync / c_small, "(info)"))
 
@@ -83,7 +70,7 @@ def main():
     m1, m2 = torch.randn(2048, 2048), torch.randn(2048, 2048)
     d1, d2 = m1.to("neuron"), m2.to("neuron")
     c_mm = cpu_time(lambda: m1 @ m2, 3, warmup=1)
-    d_mm = timeit(lambda: d1 @ d2, nsync, 3, warmup=1)
+    d_mm = best_time(lambda: d1 @ d2, nsync, 3, warmup=1)
     gf = 2 * 2048 ** 3 / 1e9
     rows.append(("matmul 2048 f32, GFLOP/s", gf / c_mm, gf / d_mm, c_mm / d_mm, "neuron/cpu >= 0.8"))
 
@@ -115,7 +102,7 @@ def main():
         od = torch.optim.AdamW(md.parameters(), 1e-3, fused=fused)
         tc = cpu_time(step_fn(mc, oc, xs[0], xs[1], lf), 10)
         torch.neuron.reset_op_counts()
-        td = timeit(step_fn(md, od, xs[0].to("neuron"), xs[1].to("neuron"), lf), nsync, 10)
+        td = best_time(step_fn(md, od, xs[0].to("neuron"), xs[1].to("neuron"), lf), nsync, 10)
         fb = sum(torch.neuron.fallback_ops().values())
         goal = "neuron/cpu <= 1.2" if name.startswith("transformer") else "neuron/cpu <= 1.5"
         rows.append((name + (f" ({fb} fallbacks)" if fb else ""), tc * 1e3, td * 1e3, td / tc, goal))
@@ -153,7 +140,7 @@ def main():
         return best
 
     # Same-run reference: the step timed in blocks of 10 exactly as under the profiler.
-    plain = min(timeit(lambda: [dev_step() for _ in range(10)], nsync, 1, warmup=1) for _ in range(3)) / 10
+    plain = min(best_time(lambda: [dev_step() for _ in range(10)], nsync, 1, warmup=1) for _ in range(3)) / 10
     prof_t = profiled_step_time(acts)
     cpu_prof_t = profiled_step_time([ProfilerActivity.CPU])
     rows.append(("transformer step under torch.profiler, ms", plain * 1e3, prof_t * 1e3, prof_t / plain,

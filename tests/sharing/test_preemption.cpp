@@ -140,8 +140,6 @@ Test(preemption, a_program_replay_yields_to_inference_and_stays_exact, .fini = d
 	Tenant train, infer;
 	// Two logical cores, a replay on each: one of them runs on the lent core.
 	train.open("trainer", NEURON_TENANT_TRAINING, 2);
-	if (neuron::test::daemon_runs_kmd(train.client))
-		cr_skip("the kmd backend refuses programs for now (kmd-backend tests the refusal)");
 	infer.open("server", NEURON_TENANT_INFERENCE, 1);
 	api::Response r = lend(api::POOL_INFERENCE, 1);
 	cr_assert(r.has_loans(), "lend");
@@ -185,6 +183,14 @@ Test(preemption, a_program_replay_yields_to_inference_and_stays_exact, .fini = d
 	d.buffer_bytes = buffer_bytes;
 	d.node_count = kNodes;
 	d.nodes = nodes.data();
+	if (neuron::test::daemon_runs_kmd(train.client)) {
+		// The kmd backend refuses programs for now (the QEMU suite runs this there; a
+		// skip counts as a failure in that suite): the refusal must say why.
+		uint64_t program = 0;
+		cr_assert(neuron_program_register(train.client, &d, &program) != NEURON_OK, "kmd registered a program");
+		cr_assert(std::strstr(neuron_last_error(), "kmd backend") != nullptr, "%s", neuron_last_error());
+		return;
+	}
 	// One program per queue: a program's buffer holds one replay at a time.
 	uint64_t replay[2] = {0, 0};
 	for (int q = 0; q < 2; ++q) {

@@ -9,6 +9,7 @@
 #include "parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -264,6 +265,13 @@ Result run_orgqr(const neuron_cmd &, std::span<const View> v, int max_threads)
 	});
 }
 
+// LAPACK's iterative solvers can iterate without end on NaN or infinity (sbdsqr did
+// in fuzzing: a core held for good): refuse such input as PyTorch's CPU svd/eigh do.
+static bool all_finite(const std::vector<float> &m)
+{
+	return std::all_of(m.begin(), m.end(), [](float x) { return std::isfinite(x); });
+}
+
 Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 {
 	const View &a = v[2];
@@ -274,6 +282,8 @@ Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 		const int lda = std::max(n, 1);
 		std::vector<float> buf(static_cast<size_t>(lda) * static_cast<size_t>(n)), w(static_cast<size_t>(n) + 1);
 		Mat(a, b[2]).pack(buf.data(), lda);
+		if (!all_finite(buf))
+			return "eigh: the input matrix contains non-finite values (NaN or infinity)";
 		int info = 0;
 		if (n > 0) {
 			float wq = 0;
@@ -308,6 +318,8 @@ Result run_svd(const neuron_cmd &, std::span<const View> v, int max_threads)
 			VT(static_cast<size_t>(ldvt) * static_cast<size_t>(n));
 		std::vector<int> iwork(static_cast<size_t>(8 * std::max(k, 1)));
 		Mat(a, b[3]).pack(A.data(), lda);
+		if (!all_finite(A))
+			return "svd: the input matrix contains non-finite values (NaN or infinity)";
 		int info = 0;
 		if (k > 0) {
 			const char *job = full ? "A" : "S";

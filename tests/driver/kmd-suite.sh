@@ -23,14 +23,15 @@ suite_args kmd "$@"
 mkdir -p "$SUITE_WORK/obj"
 
 # --- 1. static kmd_test ---------------------------------------------------------
-# The kmd backend and what it builds on (the gate, the scheduler's tiling, the
-# backend interface, the simulated chip's address layout); not backend/select.cpp,
+# The kmd backend and what it builds on (the gate, the scheduler's tiling and the
+# programs its engine replays, the backend interface, the simulated chip's address
+# layout); not backend/select.cpp,
 # which would pull in the emu backend.
 rt=$ROOT/runtime
-srcs=("$rt"/kernels/*.cpp "$rt"/gate/*.cpp "$rt"/sched/*.cpp "$rt"/chip/*.cpp "$rt"/kmd/*.cpp
+srcs=("$rt"/kernels/*.cpp "$rt"/gate/*.cpp "$rt"/program/*.cpp "$rt"/sched/*.cpp "$rt"/chip/*.cpp "$rt"/kmd/*.cpp
       "$rt"/backend/device_backend.cpp "$rt"/backend/queue.cpp "$rt"/backend/tenant_memory.cpp
       "$ROOT"/tests/kmd/kmd_test.cpp)
-hdrs=("$rt"/kernels/*.h "$rt"/gate/*.h "$rt"/sched/*.h "$rt"/chip/*.h "$rt"/kmd/*.h "$rt"/backend/*.h
+hdrs=("$rt"/kernels/*.h "$rt"/gate/*.h "$rt"/program/*.h "$rt"/sched/*.h "$rt"/chip/*.h "$rt"/kmd/*.h "$rt"/backend/*.h
       "$ROOT"/contracts/include/neuron/*.h "$ROOT"/contracts/include/neuron/*.hpp
       "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
 BIN=$SUITE_WORK/kmd_test

@@ -272,6 +272,17 @@ static bool all_finite(const std::vector<float> &m)
 	return std::all_of(m.begin(), m.end(), [](float x) { return std::isfinite(x); });
 }
 
+// Whether the triangle ssyevd reads of a column-major n x n matrix is finite (the
+// other triangle may hold anything, as for PyTorch's eigh).
+static bool triangle_finite(const std::vector<float> &m, int n, int ld, bool upper)
+{
+	for (int c = 0; c < n; ++c)
+		for (int r = upper ? 0 : c; r < (upper ? c + 1 : n); ++r)
+			if (!std::isfinite(m[static_cast<size_t>(r) + static_cast<size_t>(c) * static_cast<size_t>(ld)]))
+				return false;
+	return true;
+}
+
 Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 {
 	const View &a = v[2];
@@ -282,7 +293,7 @@ Result run_eigh(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 		const int lda = std::max(n, 1);
 		std::vector<float> buf(static_cast<size_t>(lda) * static_cast<size_t>(n)), w(static_cast<size_t>(n) + 1);
 		Mat(a, b[2]).pack(buf.data(), lda);
-		if (!all_finite(buf))
+		if (!triangle_finite(buf, n, lda, upper))
 			return "eigh: the input matrix contains non-finite values (NaN or infinity)";
 		int info = 0;
 		if (n > 0) {

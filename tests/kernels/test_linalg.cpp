@@ -3,7 +3,7 @@
 // (TRIANGULAR_SOLVE, every flag), Q R = A with Q^T Q = I (GEQRF + ORGQR), A V = V
 // diag(w) (EIGH), U diag(S) Vh = A (SVD, reduced and full); batched, strided and
 // broadcast operands, bf16; singular / indefinite inputs reported through info;
-// bad pivots fault; and the rejections.
+// bad pivots and non-finite svd/eigh inputs fault; and the rejections.
 #include "ref.h"
 
 #include <algorithm>
@@ -303,4 +303,38 @@ Test(isa14_linalg, rejections)
 	rejected(cmd_of(NEURON_OP_ORGQR, {&q, &a, &tau}), "reflectors");
 	const Tensor ab = Tensor::make(NEURON_DTYPE_I32, {2, 4, 3});
 	rejected(cmd_of(NEURON_OP_GEQRF, {&lu, &s, &ab}), "f32, bf16 or f16");
+}
+
+// A NaN or infinity in the input faults instead of reaching LAPACK: OpenBLAS's
+// sbdsqr iterated without end on such a matrix (a core held for good; found by
+// fuzz-command), and PyTorch's CPU svd refuses it too.
+Test(isa14_linalg, svd_and_eigh_fault_on_non_finite_input)
+{
+	const int64_t n = 4;
+	for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+		const Tensor a = random_batch(1, n, n, 5);
+		const int64_t at[3] = {0, 2, 1};
+		a.set(at, bad);
+		const Tensor u = Tensor::make(NEURON_DTYPE_F32, {1, n, n}), s = Tensor::make(NEURON_DTYPE_F32, {1, n}),
+			     vh = Tensor::make(NEURON_DTYPE_F32, {1, n, n});
+		const auto svd = cmd_of(NEURON_OP_SVD, {&u, &s, &vh, &a});
+		cr_assert(!neuron::kernels::check_semantics(svd));
+		std::vector<neuron::kernels::View> sv = {u.view(), s.view(), vh.view(), a.view()};
+		const auto fs = neuron::kernels::execute(svd, sv, 1);
+		cr_assert(fs && fs->message.find("svd: the input matrix contains non-finite values") != std::string::npos,
+			  "svd of a matrix holding %g: %s", bad, fs ? fs->message.c_str() : "no fault");
+
+		// eigh reads one triangle: the bad value at [2][1] is in the lower one.
+		const Tensor w = Tensor::make(NEURON_DTYPE_F32, {1, n}), v = Tensor::make(NEURON_DTYPE_F32, {1, n, n});
+		const auto eigh = cmd_of(NEURON_OP_EIGH, {&w, &v, &a}, 0);
+		cr_assert(!neuron::kernels::check_semantics(eigh));
+		std::vector<neuron::kernels::View> ev = {w.view(), v.view(), a.view()};
+		const auto fe = neuron::kernels::execute(eigh, ev, 1);
+		cr_assert(fe && fe->message.find("eigh: the input matrix contains non-finite values") != std::string::npos,
+			  "eigh of a matrix holding %g: %s", bad, fe ? fe->message.c_str() : "no fault");
+		// Reading the upper triangle, the bad value is never read: no fault.
+		const auto eigh_upper = cmd_of(NEURON_OP_EIGH, {&w, &v, &a}, 1);
+		const auto fu = neuron::kernels::execute(eigh_upper, ev, 1);
+		cr_assert(!fu, "eigh (upper) faulted on a value it does not read: %s", fu ? fu->message.c_str() : "");
+	}
 }

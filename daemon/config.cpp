@@ -37,6 +37,10 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 		       "nice value of an engine thread while it runs training tiles beside inference (0: off, the "
 		       "default); a waking inference thread then preempts it at once")
 		->check(CLI::Range(0, 19));
+	app.add_option("--pin-cores", c->pin_cores,
+		       "auto (the default): when the host has a CPU for every engine thread, each core's engine threads "
+		       "run on CPUs of their own, as each NeuronCore is its own silicon; off: the host scheduler places them")
+		->check(CLI::IsMember({"auto", "off"}));
 	app.add_option("--log-level", c->log_level, "debug, info, warn or error")
 		->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 	app.add_option("--socket-group", c->socket_group, "group that may connect (socket mode 0660)");

@@ -21,6 +21,7 @@ struct Config {
 	int threads_per_core = 0;     // 0: the host's CPU count
 	uint64_t spin_us = 50;
 	int training_nice = 0;
+	std::string pin_cores = "auto"; // auto: each core's engine threads on CPUs of their own when there are enough; off
 	std::string log_level = "info";
 	std::string socket_group = "neuron";
 	std::string admin_group = "neuron-admin";

@@ -44,6 +44,7 @@ backend::BackendOptions backend_options(const Config &config)
 							: static_cast<int>(std::thread::hardware_concurrency());
 	o.engines.spin_ns = config.spin_us * 1000;
 	o.engines.training_nice = config.training_nice;
+	o.engines.pin_cores = config.pin_cores == "auto";
 	o.engines.tile_budget.matmul_macs = config.tile_macs;
 	o.engines.tile_budget.elements = config.tile_elements;
 	o.engines.tile_budget.transcendental_elements = std::max<uint64_t>(config.tile_elements / 4, 1);
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
 		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 		Server server(io, devices, config);
 		devices.start();
+		NLOG_INFO("engines.placement", "cores=" + quoted(devices.placement().describe()));
 		signals.async_wait([&](const boost::system::error_code &, int sig) {
 			NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig));
 			sd_notify_state("STOPPING=1");

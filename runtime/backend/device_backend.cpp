@@ -2,6 +2,10 @@
 
 #include <sched/tile_runner.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 namespace neuron::backend {
 
 void DeviceBackend::add_device(uint32_t cores)
@@ -61,9 +65,40 @@ void DeviceBackend::start()
 		for (auto &e : s.engines)
 			all.push_back(e.get());
 	}
+	place_engines();
 	if (settings_.watchdog_ms > 0 && resets_cores())
 		watchdog_ = std::make_unique<sched::Watchdog>(std::move(all), settings_.watchdog_ms * 1'000'000);
 }
+
+// Each core's engine threads on CPUs of their own when the host has enough
+// (sched/cpu_placement.h). A refusal (a cpuset that changed under us) leaves the
+// thread where the host scheduler puts it: slower under contention, still correct.
+void DeviceBackend::place_engines()
+{
+	uint32_t cores = 0;
+	for (const Slot &s : slots_)
+		cores += s.cores;
+	placement_ = settings_.pin_cores
+			     ? sched::CpuPlacement::plan_for_this_process(cores, std::max(settings_.threads, 1))
+			     : sched::CpuPlacement::none("--pin-cores off");
+	if (!placement_.pinned())
+		return;
+	size_t first = 0;
+	for (uint32_t d = 0; d < slots_.size(); ++d) {
+		Slot &s = slots_[d];
+		const std::vector<std::vector<int>> cpus(placement_.per_core.begin() + long(first),
+							 placement_.per_core.begin() + long(first + s.cores));
+		for (uint32_t c = 0; c < s.cores; ++c)
+			if (!s.engines[c]->pin(cpus[c]) && placement_.refused.empty())
+				placement_.refused = "refused for nd" + std::to_string(d) + "/nc" + std::to_string(c) + ": " +
+						     std::strerror(errno);
+		if (!place_core_threads(d, cpus) && placement_.refused.empty())
+			placement_.refused = "refused for a worker of nd" + std::to_string(d) + ": " + std::strerror(errno);
+		first += s.cores;
+	}
+}
+
+bool DeviceBackend::place_core_threads(uint32_t, const std::vector<std::vector<int>> &) { return true; }
 
 std::vector<sched::InjectedFault> DeviceBackend::faults_for(uint32_t device, int core) const
 {

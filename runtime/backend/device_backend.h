@@ -19,6 +19,7 @@
 
 #include <sched/core_scheduler.h>
 #include <sched/counters.h>
+#include <sched/cpu_placement.h>
 #include <sched/engine.h>
 #include <sched/fault_injection.h>
 #include <sched/watchdog.h>
@@ -52,6 +53,9 @@ struct EngineSettings {
 	uint64_t spin_ns = 50000; // engines poll this long after work before they sleep
 	sched::TileBudget tile_budget;
 	int training_nice = 0;    // sched::EngineOptions::training_nice
+	// Give each core's engine threads host CPUs of their own when there are enough
+	// (sched/cpu_placement.h); false: the host scheduler places every thread.
+	bool pin_cores = true;
 	// Resets a core whose tile group makes no progress for this long (0: never);
 	// backends whose device has its own watchdog ignore it (resets_cores()).
 	uint64_t watchdog_ms = 10000;
@@ -100,6 +104,8 @@ public:
 	virtual std::string fault_injection_refusal() const { return {}; }
 	// Resets of `device`'s cores by neurond's watchdog since start.
 	uint64_t watchdog_resets(uint32_t device) const;
+	// Where the core engines run (set by start()).
+	const sched::CpuPlacement &placement() const { return placement_; }
 
 	// Starts every engine. Once.
 	void start();
@@ -115,6 +121,10 @@ protected:
 	// A switch completed (engine thread): the backend's own bookkeeping first (kmd:
 	// the kernel's core masks), then the daemon's hook.
 	virtual void switched(uint32_t device, uint32_t core);
+	// Backends whose cores have threads of their own besides the engines (kmd: the
+	// compute engine's workers) pin them here: `core_cpus[c]` for core c of `device`.
+	// Called by start() when the cores are pinned; false with errno if refused.
+	virtual bool place_core_threads(uint32_t device, const std::vector<std::vector<int>> &core_cpus);
 	// The injected faults (test only) meant for `device`'s core `core` (< 0: its DMA engine).
 	std::vector<sched::InjectedFault> faults_for(uint32_t device, int core) const;
 
@@ -129,9 +139,12 @@ private:
 		std::unique_ptr<sched::CoreCounters> dma_counters;
 		std::vector<std::unique_ptr<sched::Engine>> engines; // cores, then DMA last
 	};
+	void place_engines();
+
 	std::vector<Slot> slots_;
 	std::unique_ptr<sched::Watchdog> watchdog_; // after the engines it watches; stopped first
 	bool started_ = false;
+	sched::CpuPlacement placement_;
 };
 
 } // namespace neuron::backend

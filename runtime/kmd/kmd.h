@@ -308,6 +308,9 @@ public:
 	KmdEngine &operator=(const KmdEngine &) = delete;
 
 	void stop(); // joins the workers, detaches, unmaps
+	// Restricts each worker to the CPUs of the cores it serves (core_cpus[c] for
+	// core c; sched/cpu_placement.h). False with errno if the kernel refused one.
+	bool pin_workers(const std::vector<std::vector<int>> &core_cpus);
 	EngineStats stats() const;
 	uint64_t hbm_size() const { return hbm_size_; }
 	// Last worker error (a FETCH/COMPLETE ioctl failing for a reason other
@@ -328,6 +331,7 @@ private:
 	uint64_t hbm_size_ = 0;
 	std::atomic<bool> stop_{false};
 	std::vector<std::thread> workers_;
+	std::vector<uint64_t> worker_masks_; // the cores each worker serves
 	mutable std::mutex mutex_;
 	EngineStats stats_;
 	std::string last_error_;

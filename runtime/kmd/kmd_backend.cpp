@@ -88,6 +88,11 @@ KmdBackend::KmdBackend(const std::vector<Node> &nodes, backend::EngineSettings s
 	}
 }
 
+bool KmdBackend::place_core_threads(uint32_t device, const std::vector<std::vector<int>> &core_cpus)
+{
+	return devices_.at(device)->place_workers(core_cpus);
+}
+
 KmdBackend::~KmdBackend() { stop(); }
 
 // The injected faults are emulated in neurond's engines and tiles; on this backend

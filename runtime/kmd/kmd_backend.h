@@ -44,6 +44,8 @@ public:
 	const DeviceInfo &info() const { return info_; }
 	const std::string &path() const { return path_; }
 	void stop(); // detaches the engine
+	// The compute engine's workers on the CPUs of the cores they serve.
+	bool place_workers(const std::vector<std::vector<int>> &core_cpus) { return engine_->pin_workers(core_cpus); }
 
 	// The reason the engine gave for a failed job, if it reported one (the engine
 	// reports before it completes the job; kernel-side failures such as timeouts
@@ -97,6 +99,7 @@ private:
 	std::unique_ptr<sched::TileRunner> make_runner(uint32_t device, int core) override;
 	// A core left a pool: tenants of that pool lose it from their kernel core mask.
 	void switched(uint32_t device, uint32_t core) override;
+	bool place_core_threads(uint32_t device, const std::vector<std::vector<int>> &core_cpus) override;
 
 	std::vector<std::unique_ptr<KmdDeviceSlot>> devices_;
 	uint64_t next_tenant_key_ = 1;

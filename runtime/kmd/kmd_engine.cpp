@@ -13,6 +13,7 @@
 #include "tile_job.h"
 
 #include <gate/admit.h>
+#include <sched/cpu_placement.h>
 #include <sched/chain_partials.h>
 
 #include <gemm_packs.h>
@@ -213,12 +214,29 @@ KmdEngine::KmdEngine(const std::string &path, KmdEngineOptions options) : path_(
 		for (uint32_t c = 0; c < cores; ++c)
 			if (static_cast<int>(c % workers) == w && (serve >> c & 1))
 				mask |= 1ull << c;
-		if (mask)
+		if (mask) {
+			worker_masks_.push_back(mask);
 			workers_.emplace_back([this, w, mask] { worker(w, mask); });
+		}
 	}
 }
 
 KmdEngine::~KmdEngine() { stop(); }
+
+bool KmdEngine::pin_workers(const std::vector<std::vector<int>> &core_cpus)
+{
+	int first_error = 0;
+	for (size_t w = 0; w < workers_.size(); ++w) {
+		std::vector<int> cpus;
+		for (size_t c = 0; c < core_cpus.size() && c < 64; ++c)
+			if (worker_masks_[w] >> c & 1)
+				cpus.insert(cpus.end(), core_cpus[c].begin(), core_cpus[c].end());
+		if (!sched::pin_thread(workers_[w], cpus) && !first_error)
+			first_error = errno;
+	}
+	errno = first_error;
+	return first_error == 0;
+}
 
 void KmdEngine::stop()
 {

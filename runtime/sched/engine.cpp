@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include "cpu_placement.h"
+
 #include <backend/tenant_context.h>
 #include <gate/admit.h>
 
@@ -43,6 +45,8 @@ Engine::Engine(CoreScheduler &sched, uint32_t sched_core, std::string name, Core
 
 Engine::~Engine() { stop(); }
 
+bool Engine::pin(const std::vector<int> &cpus) { return pin_thread(thread_, cpus); }
+
 void Engine::stop()
 {
 	if (stop_.exchange(true))
@@ -82,8 +86,7 @@ void Engine::run()
 			continue;
 		}
 		if (monotonic_ns() - last_work < options_.spin_ns) {
-			for (int i = 0; i < 32; ++i)
-				detail::cpu_relax();
+			detail::spin_pause();
 			continue;
 		}
 		// Not reset after waking: an engine woken for work a sibling already took

@@ -68,6 +68,9 @@ public:
 	Engine &operator=(const Engine &) = delete;
 
 	void stop();
+	// Restricts this engine's thread (and the OpenMP threads it starts later) to
+	// `cpus` (cpu_placement.h); false with errno if the kernel refused.
+	bool pin(const std::vector<int> &cpus);
 	const std::string &name() const { return name_; }
 
 	// The watchdog's side (watchdog.h), any thread. How long the running tile

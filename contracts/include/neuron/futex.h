@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ctime>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,6 +50,20 @@ inline void cpu_relax()
 #elif defined(__aarch64__)
 	asm volatile("yield");
 #endif
+}
+
+// One step of a bounded spin-wait: a few pause instructions, then the CPU goes to
+// any other thread runnable on it (sched_yield returns at once when there is none).
+// Why the yield: on a host with fewer free CPUs than busy threads, the thread a
+// spinner waits for (a tenant waiting for its command, the engine that must run
+// it) often sits runnable on the spinner's own CPU; without it, that thread waits
+// for the spin to end and then for the spinner's futex sleep, which made most of
+// the inference tail beside a trainer (bench-sharing's "CPU wait" rows).
+inline void spin_pause()
+{
+	for (int i = 0; i < 16; ++i)
+		cpu_relax();
+	sched_yield();
 }
 
 inline uint64_t monotonic_ns()

@@ -133,8 +133,7 @@ public:
 				return Wait::Reached;
 			if (faulted_at_or_before(target))
 				return Wait::Faulted;
-			for (int i = 0; i < 16; ++i)
-				detail::cpu_relax();
+			detail::spin_pause();
 		}
 		atomic_u32(h_->waiters).fetch_add(1, std::memory_order_seq_cst);
 		Wait result;

@@ -160,14 +160,14 @@ DAEMON_TEST(restart, state_survives_kill9)
 }
 
 // Commands in flight when neurond dies: a stream of in-place adds (x += 1 over
-// 4 Mi elements, tiled, so kills land inside commands) and of pure matmuls, with
+// 2 Mi elements, tiled, so kills land inside commands) and of pure matmuls, with
 // neurond killed five times while they run. Each command runs exactly once: x ends
 // at exactly the number of adds (a lost one would leave it lower, one run twice
 // higher), and the matmuls match the CPU.
 DAEMON_TEST(restart, inflight_commands_run_exactly_once)
 {
-	constexpr int64_t kElems = 4 << 20;
-	constexpr int kAdds = 240, M = 64, K = 64, N = 64;
+	constexpr int64_t kElems = 2 << 20;
+	constexpr int kAdds = 200, M = 64, K = 64, N = 64;
 	Tenant t;
 	t.open("inflight", 0, 0);
 	neuron_queue *core2 = nullptr;

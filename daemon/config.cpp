@@ -76,6 +76,16 @@ bool parse_config(int argc, char **argv, Config *c, int *exit_code)
 		       "it faults (NEURON_FAULT_RESET, event core.reset). 0: never. emu only: on kmd the driver's job "
 		       "timeout is the watchdog")
 		->check(CLI::Range(0u, 3600000u));
+	app.add_flag("--supervise", c->supervise,
+		     "run as a supervisor that keeps neurond's state (device memory, rings, host buffers, tenant table) "
+		     "and the socket, and restarts neurond when it dies: tenants carry on (for hosts without systemd; "
+		     "SIGHUP restarts neurond, SIGTERM stops both)");
+	app.add_flag("--keep-state", c->keep_state,
+		     "keep tenants' state in memfds with the supervisor (systemd's fd store: the unit needs "
+		     "FileDescriptorStoreMax=; implied under --supervise) so a restarted neurond adopts it");
+	app.add_option("--reattach-grace-ms", c->reattach_grace_ms,
+		       "after a restart: how long a tenant whose process lives has to re-attach before its memory and queues are freed (one whose process exited is freed at once)")
+		->check(CLI::Range(100u, 3600000u));
 	app.add_flag("--enable-fault-injection", c->enable_fault_injection,
 		     "TEST ONLY: accept --inject-fault (without it neurond refuses to start with one)");
 	app.add_option("--inject-fault", c->inject_faults,

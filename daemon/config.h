@@ -46,6 +46,15 @@ struct Config {
 	// Per-tenant limits (tenant_limits.h): "SCOPE.RESOURCE=VALUE" entries.
 	std::vector<std::string> limits;
 
+	// Restart survival (README "Restart with tenants alive"). supervise: run as the
+	// supervisor (supervisor.h) that keeps neurond's state and restarts it.
+	// keep_state: keep the state in memfds with the supervisor (systemd's fd store
+	// or --supervise's; on by itself under --supervise). reattach_grace_ms: how
+	// long adopted tenants have to re-attach before their memory is freed.
+	bool supervise = false;
+	bool keep_state = false;
+	uint32_t reattach_grace_ms = 600000;
+
 	// A core whose tile group makes no progress this long is reset (0: never).
 	uint32_t core_watchdog_ms = 10000;
 	// Test only: faults to inject (runtime/sched/fault_injection.h), refused unless

@@ -16,6 +16,27 @@ namespace {
 
 constexpr int kFirstFd = 3; // SD_LISTEN_FDS_START
 
+std::vector<std::string> g_names;
+
+std::vector<std::string> split_names(const char *names)
+{
+	std::vector<std::string> out;
+	if (!names)
+		return out;
+	std::string cur;
+	for (const char *p = names;; ++p) {
+		if (*p == ':' || *p == '\0') {
+			out.push_back(cur);
+			cur.clear();
+			if (!*p)
+				break;
+		} else {
+			cur += *p;
+		}
+	}
+	return out;
+}
+
 std::vector<int> parse_listen_fds()
 {
 	std::vector<int> fds;
@@ -24,10 +45,14 @@ std::vector<int> parse_listen_fds()
 	// The variables are for the process systemd started, not for a child of it.
 	if (pid && count && std::strtol(pid, nullptr, 10) == getpid()) {
 		const long n = std::strtol(count, nullptr, 10);
-		for (long i = 0; i < n && i < 64; ++i) {
+		const std::vector<std::string> names = split_names(std::getenv("LISTEN_FDNAMES"));
+		// Kept state can be many descriptors (a ring per queue): no small cap.
+		for (long i = 0; i < n && i < (1 << 20); ++i) {
 			const int fd = kFirstFd + static_cast<int>(i);
-			if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
+			if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) {
 				fds.push_back(fd);
+				g_names.push_back(size_t(i) < names.size() ? names[size_t(i)] : std::string());
+			}
 		}
 	}
 	unsetenv("LISTEN_PID");
@@ -71,20 +96,32 @@ const std::vector<int> &listen_fds()
 	return fds;
 }
 
+const std::vector<std::string> &listen_fd_names()
+{
+	listen_fds();
+	return g_names;
+}
+
 int inherited_unix_listener(const std::string &path)
 {
 	if (listen_fds().empty())
 		return -1;
 	std::string seen;
+	bool any_listener = false;
 	for (const int fd : listen_fds()) {
 		int family = 0;
-		if (!is_listening_stream(fd, &family) || family != AF_UNIX)
+		if (!is_listening_stream(fd, &family))
+			continue;
+		any_listener = true;
+		if (family != AF_UNIX)
 			continue;
 		const std::string bound = unix_path_of(fd);
 		if (bound == path)
 			return fd;
 		seen += (seen.empty() ? "" : ", ") + bound;
 	}
+	if (!any_listener) // only kept state (fd_store.h): neurond binds the socket itself
+		return -1;
 	throw std::runtime_error("systemd passed listening sockets (" + (seen.empty() ? std::string("none of them a Unix stream socket") : seen) +
 				 ") but none is bound to " + path +
 				 ": make ListenStream= of the socket unit and neurond's socket setting name the same path");

@@ -13,6 +13,9 @@ namespace neuron::daemon {
 // call marks them close-on-exec and unsets LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES so
 // that child processes do not take them for theirs.
 const std::vector<int> &listen_fds();
+// Their names (LISTEN_FDNAMES: the socket unit's FileDescriptorName=, or the name a
+// descriptor was kept under in the fd store), one per fd; "" where none was given.
+const std::vector<std::string> &listen_fd_names();
 
 // The passed listening AF_UNIX stream socket bound to path, or -1 when nothing was
 // passed. Throws std::runtime_error when sockets were passed but none is bound to

@@ -2,11 +2,14 @@
 // simulated chip in process, or neuron.ko) and serves tenants over a Unix socket
 // until SIGTERM or SIGINT.
 #include "config.h"
+#include "fd_store.h"
 #include "listen_fds.h"
 #include "log.h"
 #include "sd_notify.h"
 #include "text.h"
 #include "server.h"
+#include "state_journal.h"
+#include "supervisor.h"
 
 #include <neuron/socket_path.h>
 
@@ -22,6 +25,8 @@
 #include <boost/asio.hpp>
 
 #include <csignal>
+#include <cstdlib>
+#include <memory>
 #include <sys/resource.h>
 #include <exception>
 #include <iostream>
@@ -32,9 +37,13 @@ using namespace neuron::daemon;
 
 namespace {
 
-backend::BackendOptions backend_options(const Config &config)
+backend::BackendOptions backend_options(const Config &config, FdStore &store)
 {
 	backend::BackendOptions o;
+	// Restart survival: device memory in memfds kept with the supervisor.
+	o.keep_hbm = store.enabled();
+	for (uint32_t d = 0; store.enabled() && d < config.devices; ++d)
+		o.kept_hbm.push_back(store.take("hbm." + std::to_string(d)));
 	o.kind = config.backend;
 	o.profile = config.profile;
 	o.devices = config.devices;
@@ -73,6 +82,23 @@ void log_backend(const backend::DeviceBackend &devices, const backend::Selected 
 	}
 }
 
+// Restart survival: each device's memory kept with the supervisor (a new memfd is
+// handed over; a kept one is already there), or why this backend cannot keep it.
+bool keep_device_memory(backend::DeviceBackend &devices, FdStore &store, const std::vector<int> &kept)
+{
+	if (auto why = devices.restart_unsupported(); !why.empty()) {
+		NLOG_WARN("state.off", "backend=" + std::string(devices.name()) + " reason=" + quoted(why));
+		return false;
+	}
+	for (uint32_t d = 0; d < devices.device_count(); ++d) {
+		if (d < kept.size() && kept[d] >= 0)
+			continue;
+		if (auto err = store.store("hbm." + std::to_string(d), devices.kept_memory_fd(d)); !err.empty())
+			throw std::runtime_error("cannot keep device " + std::to_string(d) + "'s memory with the supervisor: " + err);
+	}
+	return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -95,13 +121,26 @@ int main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &r);
 	}
 
+	const bool supervised = std::getenv("NEURON_SUPERVISED") != nullptr;
+	if (config.supervise && !supervised) {
+		try {
+			return run_supervisor(argv, config);
+		} catch (const std::exception &e) {
+			NLOG_ERROR("supervise.fatal", "error=" + quoted(e.what()));
+			std::cerr << "neurond --supervise: " << e.what() << "\n";
+			return 1;
+		}
+	}
+
 	try {
+		// Restart survival: the descriptors the earlier neurond kept (fd_store.h).
+		FdStore store(config.keep_state || supervised);
 		// Before the devices: a second daemon must not take the devices (the
 		// driver's compute engine) from the first only to find the socket taken.
 		// (Not when systemd passed the socket: it is alive because it is ours.)
 		if (inherited_unix_listener(config.socket_path) < 0 && socket_alive(config.socket_path))
 			throw std::runtime_error("another neurond is already listening on " + config.socket_path);
-		backend::BackendOptions options = backend_options(config);
+		backend::BackendOptions options = backend_options(config, store);
 		if (options.engines.training_nice != 0 && !sched::can_restore_priority()) {
 			NLOG_WARN("engines.priority", "training_nice=off reason=\"no CAP_SYS_NICE or RLIMIT_NICE: an engine niced "
 						      "for training could not run inference at normal priority again\"");
@@ -121,10 +160,35 @@ int main(int argc, char **argv)
 		// Before the socket listens: a client may stop us the moment it can
 		// connect, and asio queues a signal that comes before the wait below.
 		boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+		// Before the server: its tenants' queues hand their progress records back
+		// to it when they go, which may be as late as the server's destruction.
+		std::unique_ptr<StateJournal> journal;
 		Server server(io, devices, config);
+		if (store.enabled() && keep_device_memory(devices, store, options.kept_hbm)) {
+			journal = std::make_unique<StateJournal>(store);
+			server.keep_state(store, *journal);
+			const size_t adopted = server.adopt_state();
+			NLOG_INFO("state.kept", "adopted_tenants=" + std::to_string(adopted));
+		}
+		// Whatever the journal did not name goes; memory no tenant holds is zeroed.
+		store.forget_unclaimed();
+		if (journal)
+			devices.adoption_done();
 		devices.start();
 		NLOG_INFO("engines.placement", "cores=" + quoted(devices.placement().describe()));
+		// Under systemd with kept state, SIGTERM means "the unit stops or restarts":
+		// neurond leaves its tenants in the fd store (systemd empties it on a stop
+		// and hands it to the next neurond on a restart). Under --supervise, or
+		// without kept state, it releases them.
+		const bool hand_over = journal && !supervised;
 		signals.async_wait([&](const boost::system::error_code &, int sig) {
+			if (hand_over) {
+				NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig) +
+								 " tenants=kept (in the fd store, for the next neurond)");
+				sd_notify_state("STOPPING=1");
+				devices.stop(); // engines end at a tile boundary; their progress is kept
+				std::_Exit(0);  // no destructor may release the tenants
+			}
 			NLOG_INFO("daemon.stop", "signal=" + std::to_string(sig));
 			sd_notify_state("STOPPING=1");
 			server.stop();

@@ -10,7 +10,9 @@
 
 namespace neuron::daemon {
 
-bool sd_notify_state(const std::string &state, std::string *error)
+namespace {
+
+bool notify(const std::string &state, int fd, std::string *error)
 {
 	const char *name = std::getenv("NOTIFY_SOCKET");
 	if (!name || !*name)
@@ -27,23 +29,43 @@ bool sd_notify_state(const std::string &state, std::string *error)
 	std::memcpy(addr.sun_path, name, len);
 	if (addr.sun_path[0] == '@')
 		addr.sun_path[0] = '\0';
-	const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
+	const int sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sock < 0) {
 		if (error)
 			*error = std::string("socket: ") + std::strerror(errno);
 		return false;
 	}
-	const socklen_t addr_len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + len);
-	const ssize_t n = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
-				 reinterpret_cast<const struct sockaddr *>(&addr), addr_len);
+	struct iovec iov = {const_cast<char *>(state.data()), state.size()};
+	struct msghdr msg = {};
+	msg.msg_name = &addr;
+	msg.msg_namelen = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + len);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+	if (fd >= 0) {
+		msg.msg_control = control;
+		msg.msg_controllen = sizeof(control);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	const ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 	const int saved = errno;
-	close(fd);
+	close(sock);
 	if (n != static_cast<ssize_t>(state.size())) {
 		if (error)
-			*error = std::string("sendto ") + name + ": " + std::strerror(saved);
+			*error = std::string("sendmsg ") + name + ": " + std::strerror(saved);
 		return false;
 	}
 	return true;
 }
+
+} // namespace
+
+bool sd_notify_state(const std::string &state, std::string *error) { return notify(state, -1, error); }
+
+bool sd_notify_with_fd(const std::string &state, int fd, std::string *error) { return notify(state, fd, error); }
 
 } // namespace neuron::daemon

@@ -12,4 +12,7 @@ namespace neuron::daemon {
 // *error when the socket is named but the message could not be sent.
 bool sd_notify_state(const std::string &state, std::string *error = nullptr);
 
+// The same with one descriptor attached (SCM_RIGHTS): FDSTORE=1 (fd_store.h).
+bool sd_notify_with_fd(const std::string &state, int fd, std::string *error = nullptr);
+
 } // namespace neuron::daemon

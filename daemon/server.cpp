@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "listen_fds.h"
+#include "unix_listener.h"
 #include "log.h"
 #include "text.h"
 #include "session.h"
@@ -16,20 +17,6 @@
 #include <unistd.h>
 
 namespace neuron::daemon {
-
-// True if something answers on the path (another neurond).
-bool socket_alive(const std::string &path)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	struct sockaddr_un addr = {};
-	addr.sun_family = AF_UNIX;
-	path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-	const bool alive = connect(fd, reinterpret_cast<struct sockaddr *>(&addr), sizeof(addr)) == 0;
-	close(fd);
-	return alive;
-}
 
 namespace {
 
@@ -62,18 +49,6 @@ size_t max_map_count()
 	return f >> n && n > 0 ? n : 65530;
 }
 
-void make_parent_dir(const std::string &path)
-{
-	const auto slash = path.rfind('/');
-	if (slash == std::string::npos || slash == 0)
-		return;
-	const std::string dir = path.substr(0, slash);
-	// Parents first (a user runtime dir may need ".../neuron" under it).
-	make_parent_dir(dir);
-	if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-		throw std::runtime_error("cannot create " + dir + ": " + std::strerror(errno));
-}
-
 } // namespace
 
 Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, const Config &config)
@@ -81,7 +56,7 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 	  capacity_(devices, leases_, events_, config),
 	  policy_(io, devices, leases_, capacity_, events_, policy_from_config(config)),
 	  limits_(limit_totals(devices)), max_host_buffers_(max_map_count() / 2), telemetry_timer_(io),
-	  path_(config.socket_path), acceptor_(io)
+	  path_(config.socket_path), acceptor_(io), orphan_timer_(io)
 {
 	collectives_ = std::make_unique<CollectiveGroups>(io, [this](uint64_t id) -> const Tenant * {
 		auto it = sessions_.find(id);
@@ -128,38 +103,11 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 	if (const int fd = inherited_unix_listener(path_); fd >= 0) {
 		// Socket activation: systemd bound it, with the unit's owner, group and mode.
 		acceptor_.assign(stream_protocol(), fd);
-		NLOG_INFO("server.listen", "socket=" + path_ + " from=systemd");
+		NLOG_INFO("server.listen", "socket=" + path_ + " from=" + (getenv("NEURON_SUPERVISED") ? "supervisor" : "systemd"));
 		accept();
 		return;
 	}
-	if (path_.size() >= sizeof(sockaddr_un::sun_path))
-		throw std::runtime_error("socket path " + path_ + " is longer than " +
-					 std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
-	make_parent_dir(path_);
-	struct stat st;
-	if (lstat(path_.c_str(), &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			throw std::runtime_error(path_ + " exists and is not a socket; remove it or pass --socket");
-		if (socket_alive(path_))
-			throw std::runtime_error("another neurond is already listening on " + path_);
-		unlink(path_.c_str()); // stale socket of a daemon that died
-	}
-	boost::system::error_code ec;
-	acceptor_.open(stream_protocol(), ec);
-	if (!ec)
-		acceptor_.bind(stream_protocol::endpoint(path_), ec);
-	if (ec)
-		throw std::runtime_error("cannot bind " + path_ + ": " + ec.message());
-	// Permissions before listen(): once connects succeed, the socket's mode is final
-	// (a client, or a test that widens the mode, must never race this). Tenants need
-	// the socket group (DESIGN.md section 5); without the group (a developer machine)
-	// only the owner can connect.
-	if (struct group *g = getgrnam(config.socket_group.c_str()))
-		(void)!chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid);
-	chmod(path_.c_str(), 0660);
-	acceptor_.listen(64, ec);
-	if (ec)
-		throw std::runtime_error("cannot listen on " + path_ + ": " + ec.message());
+	acceptor_.assign(stream_protocol(), bind_unix_listener(path_, config.socket_group));
 	NLOG_INFO("server.listen", "socket=" + path_);
 	accept();
 }
@@ -226,12 +174,15 @@ void Server::stop()
 	stopped_ = true;
 	policy_.stop();
 	telemetry_timer_.cancel();
+	orphan_timer_.cancel();
 	boost::system::error_code ignored;
 	acceptor_.close(ignored);
 	// close() removes the session from the map: iterate over a copy.
 	auto sessions = sessions_;
 	for (auto &[id, s] : sessions)
 		s->close("daemon shutting down");
+	while (!orphans_.empty())
+		release_orphan(orphans_.begin(), "daemon shutting down");
 	if (inherited_unix_listener(path_) < 0) // systemd's socket outlives us
 		unlink(path_.c_str());
 }

@@ -9,6 +9,7 @@
 #include "leases.h"
 #include "tenant_limits.h"
 #include "policy.h"
+#include "unix_listener.h"
 
 #include <backend/device_backend.h>
 
@@ -21,11 +22,11 @@
 
 namespace neuron::daemon {
 
+class FdStore;
 class Session;
+class StateJournal;
 class Tenant;
 
-// True if something answers on the Unix socket at path (another neurond).
-bool socket_alive(const std::string &path);
 
 class Server {
 public:
@@ -54,7 +55,25 @@ public:
 	const std::map<uint64_t, std::shared_ptr<Session>> &sessions() const { return sessions_; }
 	const std::string &socket_path() const { return path_; }
 
+	// Restart survival (README "Restart with tenants alive"; server_restart.cpp).
+	// Keep state with the supervisor from now on (before any session).
+	void keep_state(FdStore &store, StateJournal &journal);
+	FdStore *fd_store() const { return store_; }
+	StateJournal *journal() const { return journal_; }
+	// Adopts the tenants the earlier neurond's journal names (before the engines
+	// start): they wait for their libneuron to re-attach (claim_orphan) for
+	// --reattach-grace-ms, their queued commands running meanwhile. Returns how many.
+	size_t adopt_state();
+	// Writes the journal (after every change a tenant depends on, before its reply).
+	void save_state();
+	// A resuming Hello: the adopted tenant `id` if `token` matches and `uid` is its
+	// owner's; null with *why.
+	std::unique_ptr<Tenant> claim_orphan(uint64_t id, const std::string &token, uid_t uid, std::string *why);
+	// A session that took over an adopted tenant is known by the tenant's id.
+	void rekey(uint64_t old_id, uint64_t new_id);
+
 private:
+
 	void accept();
 
 	boost::asio::io_context &io_;
@@ -73,6 +92,13 @@ private:
 	std::map<uint64_t, std::shared_ptr<Session>> sessions_;
 	uint64_t next_session_ = 1;
 	bool stopped_ = false;
+	void reap_orphans();
+	void release_orphan(std::map<uint64_t, std::unique_ptr<Tenant>>::iterator it, const std::string &reason);
+	FdStore *store_ = nullptr;
+	StateJournal *journal_ = nullptr;
+	std::map<uint64_t, std::unique_ptr<Tenant>> orphans_; // adopted, not re-attached yet
+	std::chrono::steady_clock::time_point orphan_deadline_;
+	boost::asio::steady_timer orphan_timer_;
 	// Last: its runner thread stops before the sessions and devices go.
 	std::unique_ptr<CollectiveGroups> collectives_;
 };

@@ -45,6 +45,7 @@ Session::Session(boost::asio::local::stream_protocol::socket socket, Server &ser
 {
 	socket_.non_blocking(true);
 	tenant_->admin = peer_is_admin(tenant_->peer(), server.config().admin_group);
+	tenant_->keep_in(server.fd_store(), server.journal());
 }
 
 Session::~Session() = default;
@@ -69,6 +70,8 @@ void Session::close(const std::string &reason)
 	// its memory locked until done; release_all waits for that).
 	server_.collectives().session_gone(tenant_->id());
 	tenant_->release_all();
+	if (tenant_->greeted && !tenant_->observer)
+		server_.save_state();
 	NLOG_INFO("tenant.disconnect", tenant_->log_fields() + " reason=" + quoted(reason));
 	if (tenant_->greeted && !tenant_->observer) {
 		api::Event ev = EventBus::make("tenant.exit", 0, -1,
@@ -179,6 +182,8 @@ bool Session::handle_frame(const std::string &payload, std::vector<int> fds)
 	const bool keep = dispatch(req, fds, &resp, &reply_fd);
 	for (int fd : fds) // descriptors the request did not take
 		::close(fd);
+	if (keep && changes_state(req))
+		journal_request(req, resp);
 	if (resp.body_case() == api::Response::BODY_NOT_SET && keep)
 		return !closed_; // deferred: a collective answers later (deferred_reply)
 	reply(resp, reply_fd);
@@ -187,6 +192,35 @@ bool Session::handle_frame(const std::string &payload, std::vector<int> fds)
 		return false;
 	}
 	return !closed_;
+}
+
+bool Session::changes_state(const api::Request &req)
+{
+	switch (req.body_case()) {
+	case api::Request::kAllocDevice:
+	case api::Request::kFreeDevice:
+	case api::Request::kRegisterHostBuffer:
+	case api::Request::kUnregisterHostBuffer:
+	case api::Request::kCreateQueue:
+	case api::Request::kDestroyQueue:
+	case api::Request::kRegisterProgram:
+	case api::Request::kDeregisterProgram:
+	case api::Request::kSetWeight:
+		return true;
+	default:
+		return false;
+	}
+}
+
+// Restart survival: the journal knows the change before the reply announces it,
+// and the reply itself, for a request retried after a restart (server_restart.cpp).
+void Session::journal_request(const api::Request &req, const api::Response &resp)
+{
+	if (!server_.journal() || tenant_->observer)
+		return;
+	tenant_->last_request_id = req.request_id();
+	resp.SerializeToString(&tenant_->last_response);
+	server_.save_state();
 }
 
 std::function<void(api::Response &)> Session::deferred_reply(uint64_t request_id)

@@ -65,7 +65,11 @@ private:
 	void close_after_flush(const std::string &reason);
 	void fail(api::Response *resp, api::ErrorCode code, const std::string &message);
 	// The tenant-facing requests (session_requests.cpp); same contract as dispatch.
-	bool hello(const api::Request &req, api::Response *resp);
+	bool hello(const api::Request &req, api::Response *resp, int *reply_fd);
+	// A Hello with resume_tenant_id: takes over the adopted tenant (restart survival).
+	bool resume(const api::Hello &h, api::Response *resp, int *reply_fd);
+	static bool changes_state(const api::Request &req);
+	void journal_request(const api::Request &req, const api::Response &resp);
 	void list_devices(api::Response *resp);
 	void list_tenants(const api::ListTenants &req, api::Response *resp);
 	bool register_host(const api::Request &req, std::vector<int> &fds, api::Response *resp);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <neuron/cmd.h>
 
+#include <sys/random.h>
 #include <unistd.h>
 
 namespace neuron::daemon {
@@ -18,7 +19,8 @@ namespace {
 constexpr uint32_t kApiMajor = 1;
 // 1: capacity sharing (pools, loans, policy, events). 2: ListTenants paging, limits,
 // redaction, events.lost. 3: programs (RegisterProgram, DeregisterProgram).
-constexpr uint32_t kApiMinor = 3;
+// 4: re-attach after a restart (Hello.resume_*, HelloReply.resume_token ...).
+constexpr uint32_t kApiMinor = 4;
 // A ListTenants page stays this far below the frame size.
 constexpr size_t kPageMargin = 64 * 1024;
 
@@ -53,7 +55,7 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 	}
 	switch (req.body_case()) {
 	case api::Request::kHello:
-		return hello(req, resp);
+		return hello(req, resp, reply_fd);
 	case api::Request::kPing:
 		resp->mutable_pong();
 		return true;
@@ -142,7 +144,61 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 	return true;
 }
 
-bool Session::hello(const api::Request &req, api::Response *resp)
+namespace {
+
+void fill_hello_reply(const Tenant &t, api::HelloReply *r)
+{
+	r->set_api_major(kApiMajor);
+	r->set_api_minor(kApiMinor);
+	r->set_daemon_version(NEURON_VERSION);
+	r->set_tenant_id(t.id());
+	r->set_cmd_abi_major(NEURON_CMD_ABI_MAJOR);
+	r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
+	r->set_resume_token(t.resume_token);
+}
+
+std::string random_token()
+{
+	std::string token(16, '\0');
+	size_t got = 0;
+	while (got < token.size()) {
+		const ssize_t n = getrandom(token.data() + got, token.size() - got, 0);
+		if (n <= 0)
+			return {}; // no token: this tenant cannot resume (never a guessable one)
+		got += size_t(n);
+	}
+	return token;
+}
+
+} // namespace
+
+bool Session::resume(const api::Hello &h, api::Response *resp, int *reply_fd)
+{
+	const uint64_t old_id = tenant_->id();
+	std::string why;
+	std::unique_ptr<Tenant> t = server_.claim_orphan(h.resume_tenant_id(), h.resume_token(), tenant_->peer().uid, &why);
+	if (!t) {
+		fail(resp, api::ERROR_NOT_FOUND, why);
+		return false;
+	}
+	t->reattach(tenant_->peer());
+	tenant_ = std::move(t);
+	server_.rekey(old_id, tenant_->id());
+	auto *r = resp->mutable_hello();
+	fill_hello_reply(*tenant_, r);
+	r->set_resumed(true);
+	r->set_last_request_id(tenant_->last_request_id);
+	r->set_last_response(tenant_->last_response);
+	api::Response last;
+	if (last.ParseFromString(tenant_->last_response) && last.has_create_queue())
+		*reply_fd = tenant_->ring_fd(last.create_queue().queue_id());
+	NLOG_INFO("tenant.resume", tenant_->log_fields() + " name=" + quoted_escaped(tenant_->client_name) +
+					   " last_request=" + std::to_string(tenant_->last_request_id));
+	server_.save_state();
+	return true;
+}
+
+bool Session::hello(const api::Request &req, api::Response *resp, int *reply_fd)
 {
 	Tenant &t = *tenant_;
 	const auto &h = req.hello();
@@ -156,19 +212,17 @@ bool Session::hello(const api::Request &req, api::Response *resp)
 			     std::to_string(kApiMajor) + ".x: install matching libneuron and neurond versions");
 		return false;
 	}
+	if (h.resume_tenant_id() != 0)
+		return resume(h, resp, reply_fd);
 	t.greeted = true;
 	t.client_name = escape_text(h.client_name(), 63);
 	t.kind = h.kind() == api::TENANT_KIND_INFERENCE ? api::TENANT_KIND_INFERENCE : api::TENANT_KIND_TRAINING;
 	t.observer = h.observer();
 	t.weight = h.weight() == 0 ? 1 : std::min<uint32_t>(h.weight(), 1000);
 	t.limits = server_.limits().for_tenant(t.peer(), t.pool(), &t.limit_class);
-	auto *r = resp->mutable_hello();
-	r->set_api_major(kApiMajor);
-	r->set_api_minor(kApiMinor);
-	r->set_daemon_version(NEURON_VERSION);
-	r->set_tenant_id(t.id());
-	r->set_cmd_abi_major(NEURON_CMD_ABI_MAJOR);
-	r->set_cmd_abi_minor(NEURON_CMD_ABI_MINOR);
+	if (server_.journal() && !t.observer)
+		t.resume_token = random_token();
+	fill_hello_reply(t, resp->mutable_hello());
 	NLOG_INFO("tenant.hello", t.log_fields() + " name=" + quoted_escaped(t.client_name) + " kind=" +
 					  api::TenantKind_Name(t.kind) + (t.observer ? " observer=1" : "") +
 					  " limits=" + t.limit_class);
@@ -178,6 +232,7 @@ bool Session::hello(const api::Request &req, api::Response *resp)
 		ev.set_tenant_id(t.id());
 		ev.set_client_name(t.client_name);
 		server_.events().publish(ev);
+		server_.save_state();
 	}
 	return true;
 }

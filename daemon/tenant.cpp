@@ -1,6 +1,8 @@
 #include "tenant.h"
 
+#include "fd_store.h"
 #include "log.h"
+#include "state_journal.h"
 #include "text.h"
 
 #include <neuron/ring.hpp>
@@ -21,10 +23,18 @@ namespace neuron::daemon {
 
 using backend::QueueKind;
 
-uint64_t next_queue_id()
+namespace {
+std::atomic<uint64_t> g_next_queue{1};
+}
+
+uint64_t next_queue_id() { return g_next_queue.fetch_add(1); }
+uint64_t peek_queue_id() { return g_next_queue.load(); }
+
+void reserve_queue_ids(uint64_t next)
 {
-	static std::atomic<uint64_t> next{1};
-	return next.fetch_add(1);
+	uint64_t cur = g_next_queue.load();
+	while (cur < next && !g_next_queue.compare_exchange_weak(cur, next)) {
+	}
 }
 
 Tenant::Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices)
@@ -178,6 +188,10 @@ std::string Tenant::register_host(int fd, uint64_t size, uint32_t *handle, api::
 		return err;
 	if (auto err = refused(ctx_->register_host(fd, size, next_host_handle_), code); !err.empty())
 		return err;
+	if (store_)
+		if (auto err = store_->store("host." + std::to_string(id_) + "." + std::to_string(next_host_handle_), fd);
+		    !err.empty())
+			NLOG_WARN("state.keep_failed", log_fields() + " what=host_buffer error=" + quoted(err));
 	*handle = next_host_handle_++;
 	host_sizes_[*handle] = size;
 	++host_count_;
@@ -192,6 +206,8 @@ std::string Tenant::unregister_host(uint32_t handle, api::ErrorCode *code)
 		return err;
 	if (auto err = refused(ctx_->unregister_host(handle), code); !err.empty())
 		return err;
+	if (store_)
+		store_->remove("host." + std::to_string(id_) + "." + std::to_string(handle));
 	if (auto it = host_sizes_.find(handle); it != host_sizes_.end()) {
 		host_bytes_ -= it->second;
 		--host_count_;
@@ -231,6 +247,11 @@ std::string Tenant::create_queue(uint32_t device, api::QueueKind kind, uint32_t 
 		*code = api::ERROR_RESOURCE_EXHAUSTED;
 		return std::string("cannot create the queue's ring: ") + e.what();
 	}
+	if (journal_)
+		if (auto err = keep_queue(*q); !err.empty()) {
+			*code = api::ERROR_RESOURCE_EXHAUSTED;
+			return err;
+		}
 	if (auto r = ctx_->attach_queue(*q))
 		return refused(r, code);
 	directory_->add(q->id(), q);
@@ -264,7 +285,12 @@ std::string Tenant::destroy_queue(uint64_t id)
 	}
 	directory_->remove(id);
 	queues_.erase(it);
+	progress_slot_.erase(id);
 	ctx_->detach_queue(*q);
+	if (store_) {
+		store_->remove("ring." + std::to_string(id));
+		store_->remove("undo." + std::to_string(id));
+	}
 	return {};
 }
 
@@ -275,6 +301,9 @@ void Tenant::release_all()
 	released_ = true;
 	while (!queues_.empty())
 		destroy_queue(queues_.begin()->first);
+	if (store_)
+		for (const auto &[handle, bytes] : host_sizes_)
+			store_->remove("host." + std::to_string(id_) + "." + std::to_string(handle));
 	// Waits for any command still running on an engine, then frees everything
 	// (programs' buffers too: they are the tenant's memory).
 	if (ctx_) {

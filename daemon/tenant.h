@@ -11,6 +11,7 @@
 #include <sched/logical_core.h>
 
 #include <neuron.pb.h>
+#include <state.pb.h>
 
 #include <cstdint>
 #include <map>
@@ -19,6 +20,9 @@
 #include <vector>
 
 namespace neuron::daemon {
+
+class FdStore;
+class StateJournal;
 
 struct Peer {
 	pid_t pid = 0;
@@ -37,6 +41,31 @@ public:
 	uint64_t id() const { return id_; }
 	const Peer &peer() const { return peer_; }
 	std::string log_fields() const;
+
+	// Restart survival (README "Restart with tenants alive"; tenant_restart.cpp).
+	// Where its descriptors and progress are kept (null: not kept; set before any
+	// request).
+	void keep_in(FdStore *store, StateJournal *journal)
+	{
+		store_ = store;
+		journal_ = journal;
+	}
+	// What its libneuron presents to re-attach after a restart (set by Hello).
+	std::string resume_token;
+	// The last request that changed state, and its reply (a retry after a restart
+	// gets this reply instead of running again).
+	uint64_t last_request_id = 0;
+	std::string last_response;
+	void save(state::Tenant *out) const;
+	// A tenant of the earlier neurond rebuilt from its journal entry: memory,
+	// host buffers, queues (attached to the scheduler, so its queued commands run
+	// on before it re-attaches). What could not be adopted is in *problems.
+	static std::unique_ptr<Tenant> adopt(const state::Tenant &s, backend::DeviceBackend &devices, FdStore &store,
+					     StateJournal &journal, std::string *problems);
+	// A resuming connection (its credentials) takes over this tenant.
+	void reattach(const Peer &peer) { peer_.pid = peer.pid; }
+	// The ring of one of its queues, for a retried CreateQueue's reply (-1: none).
+	int ring_fd(uint64_t queue_id) const;
 
 	// Set by Hello.
 	std::string client_name;
@@ -117,13 +146,24 @@ private:
 	uint64_t host_bytes_ = 0;
 	std::map<uint32_t, uint64_t> host_sizes_; // handle -> bytes
 	bool released_ = false;
+	std::map<uint64_t, uint32_t> progress_slot_; // queue -> its kept progress record
+	FdStore *store_ = nullptr;
+	StateJournal *journal_ = nullptr;
+	// Restart survival of a new queue: its ring and undo log kept, a progress
+	// record claimed. "" or why not.
+	std::string keep_queue(backend::Queue &q);
+	void adopt_queue(const state::Queue &s, FdStore &store, StateJournal &journal, std::string *problems);
 	// Deregistered programs whose buffers wait for the replays still holding them.
 	std::vector<std::shared_ptr<const program::Program>> retired_programs_;
 	uint64_t program_validation_ns_ = 0;
 	void free_program_buffers(const program::Program &p);
 };
 
-// Queue ids are unique across the daemon's life, so a stale id never names a new queue.
+// Queue ids are unique across the daemon's life (and across restarts that keep
+// state), so a stale id never names a new queue.
 uint64_t next_queue_id();
+uint64_t peek_queue_id();
+// After a restart: ids continue from the earlier neurond's.
+void reserve_queue_ids(uint64_t next);
 
 } // namespace neuron::daemon

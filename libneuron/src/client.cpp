@@ -13,8 +13,6 @@
 
 namespace neuron::client {
 
-namespace {
-
 neuron_status status_of(api::ErrorCode code)
 {
 	switch (code) {
@@ -47,49 +45,61 @@ neuron_status lost(neuron_client *c, const std::string &what)
 {
 	c->lost.store(true);
 	return fail(NEURON_ERR_DAEMON_LOST, "lost the connection to neurond (" + what +
-						    "): the daemon stopped or restarted; reconnect after it is back");
+						    "): the daemon stopped or restarted without keeping this tenant's state; "
+						    "reconnect after it is back");
 }
-
-} // namespace
 
 bool daemon_gone(neuron_client *c)
 {
-	if (c->lost.load())
-		return true;
-	struct pollfd p = {c->sock, POLLRDHUP, 0};
-	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-		c->lost.store(true);
-		return true;
+	if (!c->lost.load()) {
+		struct pollfd p = {c->sock, POLLRDHUP, 0};
+		if (!(poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))))
+			return false;
 	}
-	return false;
+	// Whoever holds the connection now (a call, or another waiter re-attaching)
+	// finds out for itself: this waiter keeps waiting.
+	std::unique_lock lock(c->rpc_mutex, std::try_to_lock);
+	if (!lock.owns_lock())
+		return false;
+	c->lost.store(true);
+	return !reattach(c);
 }
 
-neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int send_fd, int *recv_fd)
+neuron_status exchange(neuron_client *c, int sock, api::Request &req, api::Response *resp, int send_fd, int *recv_fd,
+		       std::string *why)
 {
-	std::lock_guard lock(c->rpc_mutex);
-	if (c->lost.load())
-		return fail(NEURON_ERR_DAEMON_LOST, "the connection to neurond was lost earlier; reconnect");
-	req.set_request_id(c->next_request++);
-	if (int err = wire::send_frame(c->sock, wire::encode_frame(req), send_fd, false))
-		return lost(c, std::string("send: ") + std::strerror(err));
+	if (int err = wire::send_frame(sock, wire::encode_frame(req), send_fd, false)) {
+		*why = std::string("send: ") + std::strerror(err);
+		return NEURON_ERR_DAEMON_LOST;
+	}
 	std::vector<int> fds; // sent with the reply
 	for (;;) {
 		std::string payload, error;
 		auto st = c->decoder.next(&payload, &error, &fds);
-		if (st == wire::FrameDecoder::Status::Error)
-			return lost(c, "malformed reply frame: " + error);
+		if (st == wire::FrameDecoder::Status::Error) {
+			*why = "malformed reply frame: " + error;
+			return NEURON_ERR_DAEMON_LOST;
+		}
 		if (st == wire::FrameDecoder::Status::Frame) {
-			if (!resp->ParseFromString(payload))
-				return lost(c, "unparsable reply");
-			if (resp->request_id() != req.request_id() && !resp->has_error())
-				return lost(c, "reply to another request");
+			if (!resp->ParseFromString(payload)) {
+				*why = "unparsable reply";
+				return NEURON_ERR_DAEMON_LOST;
+			}
+			if (resp->request_id() != req.request_id() && !resp->has_error()) {
+				*why = "reply to another request";
+				return NEURON_ERR_DAEMON_LOST;
+			}
 			break;
 		}
-		long n = wire::receive_some(c->sock, c->decoder, false);
-		if (n == 0)
-			return lost(c, "connection closed");
-		if (n < 0)
-			return lost(c, std::string("receive: ") + std::strerror(static_cast<int>(-n)));
+		long n = wire::receive_some(sock, c->decoder, false);
+		if (n == 0) {
+			*why = "connection closed";
+			return NEURON_ERR_DAEMON_LOST;
+		}
+		if (n < 0) {
+			*why = std::string("receive: ") + std::strerror(static_cast<int>(-n));
+			return NEURON_ERR_DAEMON_LOST;
+		}
 	}
 	if (recv_fd) {
 		*recv_fd = fds.empty() ? -1 : fds.front();
@@ -101,6 +111,41 @@ neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int
 	if (resp->has_error())
 		return fail(status_of(resp->error().code()), resp->error().message());
 	return NEURON_OK;
+}
+
+neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int send_fd, int *recv_fd)
+{
+	std::lock_guard lock(c->rpc_mutex);
+	if (c->lost.load() && !reattach(c))
+		return fail(NEURON_ERR_DAEMON_LOST, "the connection to neurond was lost earlier and could not be "
+						    "re-attached: " + std::string(neuron_last_error()));
+	req.set_request_id(c->next_request++);
+	for (;;) {
+		std::string why;
+		const neuron_status s = exchange(c, c->sock, req, resp, send_fd, recv_fd, &why);
+		if (s != NEURON_ERR_DAEMON_LOST || why.empty())
+			return s;
+		// The daemon went away mid-request. If it comes back with this tenant's
+		// state, the request either ran (its reply was kept) or is sent again.
+		c->lost.store(true);
+		uint64_t last_id = 0;
+		api::Response last;
+		int last_fd = -1;
+		if (c->resume_token.empty() || !reattach(c, &last_id, &last, &last_fd))
+			return lost(c, why);
+		if (last_id == req.request_id()) {
+			*resp = last;
+			if (recv_fd)
+				*recv_fd = last_fd;
+			else if (last_fd >= 0)
+				close(last_fd);
+			if (resp->has_error())
+				return fail(status_of(resp->error().code()), resp->error().message());
+			return NEURON_OK;
+		}
+		if (last_fd >= 0)
+			close(last_fd);
+	}
 }
 
 } // namespace neuron::client
@@ -122,48 +167,38 @@ extern "C" neuron_status neuron_connect(const struct neuron_connect_options *opt
 		return fail(NEURON_ERR_INVALID, "neuron_connect: out is NULL");
 	*out = nullptr;
 	const std::string path = opts && opts->socket_path ? opts->socket_path : detail::default_socket_path();
-	struct sockaddr_un addr = {};
-	addr.sun_family = AF_UNIX;
-	if (path.size() >= sizeof(addr.sun_path))
-		return fail(NEURON_ERR_INVALID, "socket path " + path + " is too long");
-	path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	neuron_status status = NEURON_OK;
+	const int sock = client::connect_socket(path, &status);
 	if (sock < 0)
-		return fail(NEURON_ERR_INTERNAL, std::string("socket: ") + std::strerror(errno));
-	if (connect(sock, reinterpret_cast<struct sockaddr *>(&addr), sizeof(addr)) != 0) {
-		const int e = errno;
-		close(sock);
-		if (e == EACCES || e == EPERM)
-			return fail(NEURON_ERR_PERMISSION, "permission denied on " + path +
-								   ": add your user to the 'neuron' group (then log in again)");
-		return fail(NEURON_ERR_DAEMON_LOST, "neurond is not running (no daemon at " + path + ": " +
-							    std::strerror(e) + "). Start it with `neurond` (or "
-							    "`systemctl start neurond`), or point NEURON_SOCKET at its socket");
-	}
+		return status;
 	auto *c = new neuron_client;
 	c->sock = sock;
-	api::Request req;
-	auto *h = req.mutable_hello();
+	c->socket_path = path;
+	api::Hello *h = &c->hello;
 	h->set_api_major(NEURON_API_MAJOR);
 	h->set_api_minor(NEURON_API_MINOR);
 	h->set_client_name(opts && opts->client_name ? opts->client_name : client::own_command_line());
 	h->set_kind(opts && opts->kind == NEURON_TENANT_INFERENCE ? api::TENANT_KIND_INFERENCE
 								  : api::TENANT_KIND_TRAINING);
 	h->set_observer(opts && opts->observer);
+	c->observer = h->observer();
+	api::Request req;
+	*req.mutable_hello() = *h;
 	api::Response resp;
 	if (neuron_status s = call(c, req, &resp); s != NEURON_OK) {
-		close(sock);
+		close(c->sock);
 		delete c;
 		return s;
 	}
 	if (!resp.has_hello() || resp.hello().cmd_abi_major() != NEURON_CMD_ABI_MAJOR) {
-		close(sock);
+		close(c->sock);
 		delete c;
 		return fail(NEURON_ERR_VERSION, "neurond uses command format " +
 							std::to_string(resp.hello().cmd_abi_major()) + ".x, this libneuron " +
 							std::to_string(NEURON_CMD_ABI_MAJOR) + ".x");
 	}
 	c->tenant_id = resp.hello().tenant_id();
+	c->resume_token = resp.hello().resume_token();
 	*out = c;
 	return NEURON_OK;
 }

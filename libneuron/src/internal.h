@@ -19,6 +19,12 @@
 struct neuron_client {
 	int sock = -1;
 	uint64_t tenant_id = 0;
+	// Restart survival (reconnect.cpp): how to reach neurond again and re-attach
+	// to the same tenant after it restarted. Guarded by rpc_mutex.
+	std::string socket_path;
+	std::string resume_token; // empty: neurond keeps no state; a restart loses the tenant
+	bool observer = false;
+	neuron::api::Hello hello; // the first Hello (an observer's reconnect repeats it)
 	uint64_t next_request = 1;
 	std::mutex rpc_mutex;
 	neuron::wire::FrameDecoder decoder;
@@ -54,7 +60,23 @@ namespace neuron::client {
 neuron_status fail(neuron_status status, const std::string &message);
 // Sends req and waits for its response; *fd receives a passed descriptor (or -1).
 neuron_status call(neuron_client *c, api::Request &req, api::Response *resp, int send_fd = -1, int *recv_fd = nullptr);
-// True if the daemon side of the connection is gone.
+// True if the daemon side of the connection is gone and could not be re-attached
+// (a restarted neurond that kept the tenant's state is re-attached to at once).
 bool daemon_gone(neuron_client *c);
+
+// reconnect.cpp. A connected socket to path, or -1 with *status set (and the
+// thread's error).
+int connect_socket(const std::string &path, neuron_status *status);
+// One request/response exchange on `sock` (no reconnect). NEURON_OK, or
+// NEURON_ERR_DAEMON_LOST with *why (the connection broke), or the reply's error.
+neuron_status exchange(neuron_client *c, int sock, api::Request &req, api::Response *resp, int send_fd, int *recv_fd,
+		       std::string *why);
+// With rpc_mutex held: after the connection broke, connects again and re-attaches
+// to the tenant (Hello with its resume token), waiting up to
+// $NEURON_RECONNECT_TIMEOUT_MS (default 60000) for neurond to come back. On
+// success the client uses the new connection; *last_id and *last (if given)
+// receive the last state-changing request neurond ran and its reply (with *last_fd
+// the descriptor attached to it, or -1). False with the thread's error set.
+bool reattach(neuron_client *c, uint64_t *last_id = nullptr, api::Response *last = nullptr, int *last_fd = nullptr);
 
 } // namespace neuron::client

@@ -90,6 +90,15 @@ public:
 	// have one (e.g. the driver refused to open a file for it).
 	virtual std::shared_ptr<TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) = 0;
 
+	// Restart survival (daemon/README.md). The memfd behind `device`'s memory that
+	// neurond keeps with its supervisor, or -1 if this backend keeps none.
+	virtual int kept_memory_fd(uint32_t) const { return -1; }
+	// Why tenants' device memory cannot survive a restart of neurond on this
+	// backend, or "" if it can (adopt_allocation works).
+	virtual std::string restart_unsupported() const { return "this backend keeps no device memory across a restart"; }
+	// After every kept allocation was adopted: memory nobody holds is zeroed.
+	virtual void adoption_done() {}
+
 	// Engine threads call these; set them before start().
 	std::function<void(const Queue &, uint32_t code, uint64_t seq, const std::string &reason)> on_fault;
 	// A switch asked for with CoreScheduler::request_switch is complete.

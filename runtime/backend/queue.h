@@ -7,11 +7,13 @@
 // (the logical core's claim). The shared ring header is never trusted (ring.hpp).
 #pragma once
 
+#include "queue_keep.h"
 #include "weak_directory.h"
 
 #include <neuron/ring.hpp>
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,12 @@ public:
 	// core: the logical core index the tenant named (0 for DMA queues).
 	Queue(uint64_t id, QueueKind kind, uint32_t device, uint32_t core, uint32_t slot_count,
 	      std::shared_ptr<TenantContext> tenant, std::shared_ptr<QueueDirectory> peers);
+	// Restart survival (queue_keep.h): the queue of an earlier neurond, continued.
+	// ring_fd: its ring memfd (taken over); progress: its kept record; undo_fd: its
+	// undo memfd or -1. Throws std::runtime_error if the ring is not one of ours.
+	Queue(uint64_t id, QueueKind kind, uint32_t device, uint32_t core, uint32_t slot_count, int ring_fd,
+	      QueueProgress *progress, int undo_fd, std::shared_ptr<TenantContext> tenant,
+	      std::shared_ptr<QueueDirectory> peers);
 	~Queue();
 	Queue(const Queue &) = delete;
 	Queue &operator=(const Queue &) = delete;
@@ -58,6 +66,25 @@ public:
 	// engine stops taking commands from it.
 	void retire() { retired_.store(true, std::memory_order_release); }
 	bool retired() const { return retired_.load(std::memory_order_acquire); }
+
+	// Restart survival: where its progress is kept (the record is the caller's;
+	// `released` runs when the queue is destroyed, when no engine can write the
+	// record any more), and its undo log (fd -1: none).
+	void keep(QueueProgress *progress, int undo_fd, std::function<void()> released);
+	// The same for an adopted queue (its record and undo log came with it).
+	void on_destroy(std::function<void()> released) { released_ = std::move(released); }
+	QueueProgress *progress() const { return progress_; }
+	UndoLog *undo() const { return undo_.get(); }
+	// Adoption: the command that was running when the earlier neurond stopped (its
+	// first slot), or 0.
+	uint64_t interrupted() const { return interrupted_; }
+	// Engine: command `seq` passed the gate and its tiles begin (after its undo
+	// record, if it needs one, was saved).
+	void mark_started(uint64_t seq)
+	{
+		if (progress_)
+			std::atomic_ref<uint64_t>(progress_->started).store(seq, std::memory_order_release);
+	}
 
 	// Engine side.
 	uint64_t next_seq() const { return completed_.load(std::memory_order_relaxed) + 1; }
@@ -89,6 +116,10 @@ private:
 	std::atomic<uint64_t> completed_{0};   // authoritative timeline value
 	std::atomic<bool> faulted_{false};
 	std::atomic<bool> retired_{false};
+	QueueProgress *progress_ = nullptr;
+	std::unique_ptr<UndoLog> undo_;
+	std::function<void()> released_;
+	uint64_t interrupted_ = 0;
 };
 
 } // namespace neuron::backend

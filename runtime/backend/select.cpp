@@ -27,7 +27,7 @@ std::unique_ptr<DeviceBackend> make_emu(const BackendOptions &o)
 		profile->cores = o.cores;
 	if (o.hbm_mib)
 		profile->hbm_bytes = o.hbm_mib << 20;
-	return std::make_unique<emu::EmuBackend>(*profile, o.devices, o.engines);
+	return std::make_unique<emu::EmuBackend>(*profile, o.devices, o.engines, o.keep_hbm, o.kept_hbm);
 }
 
 // With kmd the driver decides what the devices are: say so when the options disagree.

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace neuron::backend {
 
@@ -18,6 +19,11 @@ struct BackendOptions {
 	uint32_t devices = 1;
 	uint32_t cores = 0;   // 0: the profile's
 	uint64_t hbm_mib = 0; // 0: the profile's
+	// Restart survival (daemon/README.md): device memory in memfds that neurond
+	// keeps with its supervisor (emu). kept_hbm: the memfd each device's HBM had
+	// under the neurond before this one, or -1 (a fresh one); taken over.
+	bool keep_hbm = false;
+	std::vector<int> kept_hbm;
 	EngineSettings engines;
 };
 

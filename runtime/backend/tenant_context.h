@@ -44,6 +44,13 @@ public:
 	// Zeroed device memory of `size` bytes on `device` (alignment 0: the API's
 	// default of 256); its tenant-visible address in *address.
 	virtual Result alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address) = 0;
+	// Restart survival: the allocation [address, address + size) on `device` that
+	// the neurond before this one had made for this tenant, with its bytes as they
+	// are (DeviceBackend::restart_unsupported() says whether a backend can).
+	virtual Result adopt_allocation(uint32_t, uint64_t, uint64_t)
+	{
+		return Refusal{Refusal::Unavailable, "this backend cannot adopt device memory after a restart"};
+	}
 	// Waits for the tenant's running tiles, then frees (and zeroes) it.
 	virtual Result free(uint32_t device, uint64_t address) = 0;
 	// The tenant's memfd (sealed against shrinking, at least `size` bytes; the

@@ -8,6 +8,26 @@ Device::Device(uint32_t index, Profile profile)
 {
 }
 
+Device::Device(uint32_t index, Profile profile, int kept_fd)
+	: index_(index), profile_(std::move(profile)),
+	  hbm_(profile_.hbm_bytes, kept_fd, ("neuron-hbm-" + std::to_string(index)).c_str()),
+	  allocator_(kDeviceAddressBase, profile_.hbm_bytes)
+{
+}
+
+bool Device::reserve(uint64_t address, uint64_t size, std::string *why)
+{
+	std::lock_guard lock(memory_mutex_);
+	return allocator_.reserve(address, size, why);
+}
+
+void Device::zero_free()
+{
+	std::lock_guard lock(memory_mutex_);
+	for (const auto &[address, size] : allocator_.free_blocks())
+		hbm_.zero(address - kDeviceAddressBase, size);
+}
+
 std::optional<uint64_t> Device::allocate(uint64_t size, uint64_t alignment, std::string *why)
 {
 	std::lock_guard lock(memory_mutex_);

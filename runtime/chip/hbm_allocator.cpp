@@ -83,6 +83,30 @@ std::optional<uint64_t> HbmAllocator::allocate(uint64_t size, uint64_t alignment
 	return std::nullopt;
 }
 
+bool HbmAllocator::reserve(uint64_t address, uint64_t size, std::string *why)
+{
+	const uint64_t rounded = round_up(size, kGranule);
+	if (size == 0 || address % kGranule != 0 || address < base_ || address - base_ + rounded > size_) {
+		*why = "range " + std::to_string(address) + "+" + std::to_string(size) + " is not a granule-aligned range of this device";
+		return false;
+	}
+	auto it = free_by_address_.upper_bound(address);
+	if (it == free_by_address_.begin() || std::prev(it)->first + std::prev(it)->second < address + rounded) {
+		*why = "range " + std::to_string(address) + "+" + std::to_string(size) + " is not free (it overlaps another allocation)";
+		return false;
+	}
+	--it;
+	const uint64_t start = it->first, block_end = it->first + it->second, end = address + rounded;
+	erase_free(it);
+	if (address > start)
+		insert_free(start, address - start);
+	if (block_end > end)
+		insert_free(end, block_end - end);
+	allocated_.emplace(address, rounded);
+	used_ += rounded;
+	return true;
+}
+
 bool HbmAllocator::release(uint64_t address)
 {
 	auto a = allocated_.find(address);

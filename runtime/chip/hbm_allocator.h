@@ -35,6 +35,12 @@ public:
 	// Returns the address, or nullopt with *why set (zero size, alignment not a
 	// power of two, or no free block large enough).
 	std::optional<uint64_t> allocate(uint64_t size, uint64_t alignment, std::string *why);
+	// Marks [address, address + size) allocated again (size rounded up to the
+	// granule), as an earlier neurond had allocated it (restart survival). False
+	// with *why unless the range is granule-aligned and lies in one free block.
+	bool reserve(uint64_t address, uint64_t size, std::string *why);
+	// The free blocks (start -> size), e.g. to zero them after a restart.
+	const std::map<uint64_t, uint64_t> &free_blocks() const { return free_by_address_; }
 	// Frees the allocation that starts at address; false if there is none.
 	bool release(uint64_t address);
 	// Size of the allocation that starts at address, or 0.

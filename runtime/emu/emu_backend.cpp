@@ -5,11 +5,15 @@
 
 namespace neuron::emu {
 
-EmuBackend::EmuBackend(const chip::Profile &profile, uint32_t devices, backend::EngineSettings settings)
+EmuBackend::EmuBackend(const chip::Profile &profile, uint32_t devices, backend::EngineSettings settings,
+		       bool keep_hbm, const std::vector<int> &kept_hbm)
 	: DeviceBackend(std::move(settings))
 {
 	for (uint32_t d = 0; d < devices; ++d) {
-		devices_.push_back(std::make_unique<chip::Device>(d, profile));
+		if (keep_hbm)
+			devices_.push_back(std::make_unique<chip::Device>(d, profile, d < kept_hbm.size() ? kept_hbm[d] : -1));
+		else
+			devices_.push_back(std::make_unique<chip::Device>(d, profile));
 		add_device(profile.cores);
 	}
 }
@@ -38,6 +42,19 @@ std::shared_ptr<backend::TenantContext> EmuBackend::open_tenant(uint64_t tenant_
 	for (auto &d : devices_)
 		devices.push_back(d.get());
 	return std::make_shared<EmuTenant>(tenant_id, std::move(devices));
+}
+
+std::string EmuBackend::restart_unsupported() const
+{
+	if (!devices_.empty() && devices_.front()->hbm_memfd() < 0)
+		return "the simulated HBM is private memory (neurond runs without a supervisor that keeps state)";
+	return {};
+}
+
+void EmuBackend::adoption_done()
+{
+	for (auto &d : devices_)
+		d->zero_free();
 }
 
 std::unique_ptr<sched::TileRunner> EmuBackend::make_runner(uint32_t, int) { return std::make_unique<EmuRunner>(); }

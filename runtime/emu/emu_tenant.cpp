@@ -31,6 +31,19 @@ backend::Result EmuTenant::alloc(uint32_t device, uint64_t size, uint64_t alignm
 	return std::nullopt;
 }
 
+backend::Result EmuTenant::adopt_allocation(uint32_t device, uint64_t address, uint64_t size)
+{
+	if (device >= devices_.size())
+		return Refusal{Refusal::NotFound, "device " + std::to_string(device) + " does not exist"};
+	chip::Device &d = *devices_[device];
+	std::string why;
+	if (!d.reserve(address, size, &why))
+		return Refusal{Refusal::InvalidArgument, "cannot adopt the allocation: " + why};
+	auto lock = memory_.lock_exclusive();
+	memory_.add_device(device, address, backend::DeviceAllocation{size, d.host_address(address), 0, address});
+	return std::nullopt;
+}
+
 backend::Result EmuTenant::free(uint32_t device, uint64_t address)
 {
 	// Exclusive: waits for a command of this tenant that may be using the memory.

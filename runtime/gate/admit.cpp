@@ -189,6 +189,7 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
 		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
 		ranges[k] = {p.key, *extent};
+		out->bytes[k] = *extent;
 	}
 	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
 }

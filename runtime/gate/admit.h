@@ -65,6 +65,7 @@ std::optional<kernels::Fault> check_command(const neuron_cmd &cmd);
 struct Operands {
 	std::array<kernels::View, NEURON_MAX_OPERANDS> views{};
 	std::array<Placement, NEURON_MAX_OPERANDS> where{};
+	std::array<uint64_t, NEURON_MAX_OPERANDS> bytes{}; // each operand's byte extent from its first byte
 };
 
 // Stage 2. `dma`: the command runs on a DMA queue (COPY and NOP only; host

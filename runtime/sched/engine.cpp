@@ -184,6 +184,8 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 			fault(q, flt->code, a.seq, f.cmd.user_tag, flt->message);
 			return Step::Progress;
 		}
+		if (!keep_before_start(q, a.seq, f.cmd, ops))
+			return Step::Progress;
 	}
 	if (!injector_.empty() && inject_at_start(q, a.seq, f.cmd.user_tag))
 		return Step::Progress;
@@ -192,6 +194,23 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	if (begin_current(l, q))
 		l.active.store(true, std::memory_order_release);
 	return Step::Progress;
+}
+
+// Restart survival (backend/queue_keep.h), with the tenant's memory locked: the
+// undo record of a command that could not simply run again, then the mark that
+// its tiles begin. False if it faulted.
+bool Engine::keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops)
+{
+	if (!q.progress())
+		return true;
+	if (!backend::rerun_is_exact(cmd, ops))
+		if (auto err = q.undo()->save(seq, cmd, ops); !err.empty()) {
+			fault(q, NEURON_FAULT_EXEC, seq, cmd.user_tag,
+			      "neurond could not save the command's undo record (needed to survive a restart): " + err);
+			return false;
+		}
+	q.mark_started(seq);
+	return true;
 }
 
 // An EXEC_PROGRAM passed stage 1: its program, its bindings against the tenant's
@@ -219,6 +238,9 @@ Engine::Step Engine::start_program(LogicalCore &l, const std::shared_ptr<Queue> 
 			return Step::Progress;
 		}
 	}
+	// A program's table is not kept across a restart of neurond: an interrupted
+	// replay faults then (its EXEC_PROGRAM names a program the new neurond lacks).
+	q.mark_started(seq);
 	f.program = std::move(p);
 	f.node = 0;
 	f.queue = qp;

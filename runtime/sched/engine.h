@@ -29,6 +29,8 @@
 #include "tile_runner.h"
 #include "tiling.h"
 
+#include <gate/admit.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -94,6 +96,7 @@ private:
 	bool run_one();
 	Step step(LogicalCore &l);
 	Step start_command(LogicalCore &l, const std::shared_ptr<Queue> &q);
+	bool keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops);
 	Step start_program(LogicalCore &l, const std::shared_ptr<Queue> &q, uint64_t seq);
 	Step next_node(LogicalCore &l, Queue &q);
 	bool begin_current(LogicalCore &l, Queue &q);

@@ -165,3 +165,31 @@ Test(hbm_allocator, random_churn_matches_shadow_model)
 	cr_assert_eq(a.stats().used_bytes, used);
 	cr_assert_eq(a.stats().allocations, live.size());
 }
+
+// Restart survival: a new neurond reserves the allocations the earlier one made, at
+// their addresses; whatever overlaps them, or lies outside, is refused; new
+// allocations avoid them; freeing them coalesces as usual.
+Test(hbm_allocator, reserve_restores_kept_allocations)
+{
+	HbmAllocator a(kBase, 64 * MiB);
+	std::string why;
+	cr_assert(a.reserve(kBase + 8 * MiB, 3 * MiB + 1, &why), "%s", why.c_str());
+	cr_assert(a.reserve(kBase, 256, &why), "%s", why.c_str());
+	cr_assert_eq(a.allocation_size(kBase + 8 * MiB), 3 * MiB + 256, "rounded to the granule");
+	cr_assert(!a.reserve(kBase + 10 * MiB, 4 * MiB, &why), "overlapping a reserved range");
+	cr_assert(why.find("not free") != std::string::npos, "reason: %s", why.c_str());
+	cr_assert(!a.reserve(kBase + 63 * MiB, 2 * MiB, &why), "past the end");
+	cr_assert(!a.reserve(kBase + 100, 256, &why), "not granule-aligned");
+	for (int i = 0; i < 40; ++i) {
+		auto p = a.allocate(MiB, 0, &why);
+		if (!p)
+			break;
+		cr_assert(*p + MiB <= kBase + 8 * MiB || *p >= kBase + 11 * MiB + 256, "allocation %d at %llu overlaps a reserved one",
+			  i, (unsigned long long)(*p - kBase));
+		cr_assert(*p >= kBase + 256, "allocation %d overlaps the first reserved granule", i);
+	}
+	const uint64_t before = a.stats().allocations;
+	cr_assert(a.release(kBase + 8 * MiB));
+	cr_assert(a.release(kBase));
+	cr_assert_eq(a.stats().allocations, before - 2);
+}

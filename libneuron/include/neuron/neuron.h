@@ -9,7 +9,11 @@
  *
  * Errors: every function returns a neuron_status; on failure, neuron_last_error()
  * returns a message for the calling thread that says what was wrong. A daemon that
- * goes away turns into NEURON_ERR_DAEMON_LOST, never a hang.
+ * goes away turns into NEURON_ERR_DAEMON_LOST, never a hang. A neurond that keeps
+ * its tenants' state (under --supervise or systemd's fd store) and restarts is
+ * re-attached to transparently: calls and waits go on once it is back (within
+ * $NEURON_RECONNECT_TIMEOUT_MS, default 60000), with memory, host buffers and
+ * queues as they were; a request interrupted by the restart runs once.
  *
  * Threads: a neuron_client may be used from several threads. A neuron_queue takes
  * submissions from several threads (serialised inside); waits are lock-free.

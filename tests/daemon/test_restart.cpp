@@ -1,0 +1,241 @@
+// Restart with tenants alive (issue 12; daemon/README.md): neurond runs under its
+// own supervisor (--supervise) and is killed with SIGKILL while tenants hold device
+// memory, host buffers and queues, and while their commands run. The supervisor
+// restarts it; the new neurond adopts the kept state; libneuron re-attaches on its
+// own. Every result is checked against the CPU: device memory intact, queues
+// continuing, and every command run exactly once (in-place commands included, which
+// a second run or a lost run would change).
+#include "daemon_test.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace dt;
+
+namespace {
+
+void supervised_up() { daemon_up_with({"--supervise"}); }
+
+// The neurond the supervisor runs now (its only child), or -1.
+pid_t neurond_child()
+{
+	const pid_t sup = g_daemon->pid();
+	std::ifstream f("/proc/" + std::to_string(sup) + "/task/" + std::to_string(sup) + "/children");
+	pid_t pid = -1;
+	return f >> pid ? pid : -1;
+}
+
+// A neurond child that is up (it listens through the supervisor's socket, so
+// only its log says it adopted the state and runs).
+pid_t wait_child(pid_t not_this, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 10) {
+		const pid_t pid = neurond_child();
+		if (pid > 0 && pid != not_this)
+			return pid;
+		sleep_ms(10);
+	}
+	return -1;
+}
+
+// kill -9 of neurond (not of its supervisor); returns once a new one runs.
+void kill_neurond()
+{
+	const pid_t victim = wait_child(-1, 10000);
+	cr_assert(victim > 0, "no neurond under the supervisor\n%s", g_daemon->log_tail().c_str());
+	cr_assert(kill(victim, SIGKILL) == 0, "kill: %s", std::strerror(errno));
+	const pid_t next = wait_child(victim, 10000);
+	cr_assert(next > 0, "the supervisor did not restart neurond\n%s", g_daemon->log_tail().c_str());
+}
+
+size_t count_in_log(const std::string &what)
+{
+	const std::string log = g_daemon->log();
+	size_t n = 0;
+	for (size_t p = log.find(what); p != std::string::npos; p = log.find(what, p + 1))
+		++n;
+	return n;
+}
+
+neuron_cmd add_scalar_in_place(uint64_t addr, int64_t n, double s)
+{
+	const neuron_tensor_desc x = desc(addr, NEURON_DTYPE_F32, {n});
+	neuron_cmd cmd = make_cmd(NEURON_OP_ADD_SCALAR, {x, x});
+	cmd.fscalars.f[0] = s;
+	return cmd;
+}
+
+std::vector<double> matmul_ref(const std::vector<float> &a, const std::vector<float> &b, int M, int K, int N)
+{
+	std::vector<double> ref(size_t(M) * N);
+	for (int i = 0; i < M; ++i)
+		for (int j = 0; j < N; ++j) {
+			double s = 0;
+			for (int x = 0; x < K; ++x)
+				s += double(a[size_t(i) * K + x]) * b[size_t(x) * N + j];
+			ref[size_t(i) * N + j] = s;
+		}
+	return ref;
+}
+
+std::vector<double> widen(const std::vector<float> &v) { return std::vector<double>(v.begin(), v.end()); }
+
+} // namespace
+
+TestSuite(restart, .init = supervised_up, .fini = daemon_down, .timeout = 240);
+
+// Three tenants with data in device memory, host buffers and queues; neurond is
+// killed with SIGKILL twice. Each tenant keeps its id, its memory holds what it
+// held, and its queues run on: later results match the CPU.
+DAEMON_TEST(restart, state_survives_kill9)
+{
+	constexpr int kTenants = 3, M = 48, K = 40, N = 36;
+	struct Data {
+		Tenant t;
+		uint64_t id = 0, da = 0, db = 0, dc = 0;
+		std::vector<float> a, b;
+	} ts[kTenants];
+	for (int i = 0; i < kTenants; ++i) {
+		Data &d = ts[i];
+		d.t.open(("restart-" + std::to_string(i)).c_str(), uint32_t(i % 2), 0);
+		d.id = neuron_tenant_id(d.t.client);
+		d.a = random_f32(size_t(M) * K, 100 + i);
+		d.b = random_f32(size_t(K) * N, 200 + i);
+		d.da = dev_alloc(d.t.client, d.a.size() * 4, uint32_t(i % 2));
+		d.db = dev_alloc(d.t.client, d.b.size() * 4, uint32_t(i % 2));
+		d.dc = dev_alloc(d.t.client, size_t(M) * N * 4, uint32_t(i % 2));
+		upload_f32(d.t.dma, d.da, d.a);
+		upload_f32(d.t.dma, d.db, d.b);
+		run(d.t.core, make_matmul(desc(d.dc, NEURON_DTYPE_F32, {M, N}), desc(d.da, NEURON_DTYPE_F32, {M, K}),
+					  desc(d.db, NEURON_DTYPE_F32, {K, N})));
+	}
+	for (int round = 0; round < 2; ++round) {
+		kill_neurond();
+		for (int i = 0; i < kTenants; ++i) {
+			Data &d = ts[i];
+			// The first call after the kill re-attaches (libneuron, transparently).
+			expect_close(download_f32(d.t.dma, d.da, d.a.size()), widen(d.a), 0, 0, "A kept in device memory");
+			expect_close(download_f32(d.t.dma, d.dc, size_t(M) * N), matmul_ref(d.a, d.b, M, K, N), 1e-5, 1e-5,
+				     "C = A @ B computed before the kill");
+			cr_assert_eq(neuron_tenant_id(d.t.client), d.id, "tenant %d changed id", i);
+			// A control request (rings alone need no connection): it re-attaches, and
+			// the new neurond's allocator knows what this tenant holds.
+			const uint64_t more = dev_alloc(d.t.client, 1 << 20, uint32_t(i % 2));
+			const uint64_t kept[3][2] = {{d.da, d.a.size() * 4}, {d.db, d.b.size() * 4}, {d.dc, size_t(M) * N * 4}};
+			for (const auto &k : kept)
+				cr_assert(more + (1 << 20) <= k[0] || k[0] + k[1] <= more,
+					  "a new allocation overlaps one the tenant held before the restart");
+			NEURON_OK_OR_FAIL(neuron_free(d.t.client, uint32_t(i % 2), more));
+			// Work after the restart, on the same queues: B doubled in place, C again.
+			run(d.t.core, add_scalar_in_place(d.db, int64_t(d.b.size()), 0.0));
+			neuron_cmd twice = make_cmd(NEURON_OP_ADD, {desc(d.db, NEURON_DTYPE_F32, {int64_t(d.b.size())}),
+								   desc(d.db, NEURON_DTYPE_F32, {int64_t(d.b.size())}),
+								   desc(d.db, NEURON_DTYPE_F32, {int64_t(d.b.size())})});
+			twice.fscalars.f[0] = 1.0;
+			run(d.t.core, twice);
+			for (float &v : d.b)
+				v *= 2;
+			run(d.t.core, make_matmul(desc(d.dc, NEURON_DTYPE_F32, {M, N}), desc(d.da, NEURON_DTYPE_F32, {M, K}),
+						  desc(d.db, NEURON_DTYPE_F32, {K, N})));
+			expect_close(download_f32(d.t.dma, d.dc, size_t(M) * N), matmul_ref(d.a, d.b, M, K, N), 1e-5, 1e-5,
+				     "C = A @ 2B computed after the restart");
+		}
+	}
+	// The tenant table came back too: each tenant listed once, under its own id.
+	neuron_tenant_info list[16];
+	uint32_t count = 0;
+	NEURON_OK_OR_FAIL(neuron_list_tenants(ts[0].t.client, list, 16, &count));
+	cr_assert_eq(count, uint32_t(kTenants), "%u tenants listed after the restarts, %d connected", count, kTenants);
+	for (int i = 0; i < kTenants; ++i)
+		ts[i].t.close();
+	cr_assert_eq(count_in_log("supervise.restart"), 2u, "%s", g_daemon->log_tail().c_str());
+	// Each restart adopted the three tenants, and each of them re-attached.
+	cr_assert_eq(count_in_log("state.adopt"), 6u, "%s", g_daemon->log_tail().c_str());
+	cr_assert_eq(count_in_log("tenant.resume"), 6u, "%s", g_daemon->log_tail().c_str());
+}
+
+// Commands in flight when neurond dies: a stream of in-place adds (x += 1 over
+// 2 Mi elements, tiled, so kills land inside commands) and of pure matmuls, with
+// neurond killed five times while they run. Each command runs exactly once: x ends
+// at exactly the number of adds (a lost one would leave it lower, one run twice
+// higher), and the matmuls match the CPU.
+DAEMON_TEST(restart, inflight_commands_run_exactly_once)
+{
+	constexpr int64_t kElems = 2 << 20;
+	constexpr int kAdds = 200, M = 64, K = 64, N = 64;
+	Tenant t;
+	t.open("inflight", 0, 0);
+	neuron_queue *core2 = nullptr;
+	NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 1, 0, &core2));
+	const uint64_t x = dev_alloc(t.client, kElems * 4);
+	run(t.core, make_fill_f32(desc(x, NEURON_DTYPE_F32, {kElems}), 0.0));
+	const auto a = random_f32(size_t(M) * K, 7), b = random_f32(size_t(K) * N, 8);
+	const uint64_t da = dev_alloc(t.client, a.size() * 4), db = dev_alloc(t.client, b.size() * 4),
+		       dc = dev_alloc(t.client, 64ull * M * N * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+
+	std::atomic<int> error{NEURON_OK};
+	std::thread submitter([&] {
+		for (int i = 0; i < kAdds; ++i) {
+			neuron_cmd add = add_scalar_in_place(x, kElems, 1.0);
+			neuron_cmd mm = make_matmul(desc(dc + uint64_t(i % 64) * M * N * 4, NEURON_DTYPE_F32, {M, N}),
+						    desc(da, NEURON_DTYPE_F32, {M, K}), desc(db, NEURON_DTYPE_F32, {K, N}));
+			neuron_status s = neuron_submit(t.core, &add, nullptr);
+			if (s == NEURON_OK)
+				s = neuron_submit(core2, &mm, nullptr);
+			if (s != NEURON_OK) {
+				error.store(s);
+				return;
+			}
+		}
+	});
+	for (int kill = 0; kill < 5; ++kill) {
+		sleep_ms(150 + 70 * kill);
+		kill_neurond();
+	}
+	submitter.join();
+	cr_assert_eq(error.load(), NEURON_OK, "submitting failed: %s", neuron_last_error());
+	NEURON_OK_OR_FAIL(neuron_queue_sync(t.core, kWaitNs));
+	NEURON_OK_OR_FAIL(neuron_queue_sync(core2, kWaitNs));
+	const auto got = download_f32(t.dma, x, kElems);
+	expect_close(got, std::vector<double>(size_t(kElems), double(kAdds)), 0, 0,
+		     "x after as many in-place adds of 1 as were submitted (each exactly once)");
+	expect_close(download_f32(t.dma, dc, size_t(64) * M * N),
+		     [&] {
+			     std::vector<double> ref;
+			     const auto one = matmul_ref(a, b, M, K, N);
+			     for (int i = 0; i < 64; ++i)
+				     ref.insert(ref.end(), one.begin(), one.end());
+			     return ref;
+		     }(),
+		     1e-5, 1e-5, "matmuls run across the restarts");
+	cr_log_info("restarts: %zu; interrupted commands restored from their undo record then run again: %zu; "
+		    "interrupted pure commands run again: %zu",
+		    count_in_log("supervise.restart"), count_in_log("outcome=restored_then_rerun"),
+		    count_in_log("outcome=pure_rerun"));
+	neuron_queue_destroy(core2);
+	t.close();
+}
+
+// Without a supervisor that keeps state, a restart loses the tenant, and libneuron
+// says so (it does not hang, and it does not pretend).
+Test(restart_unkept, plain_neurond_loses_the_tenant_clearly, .init = daemon_up, .fini = daemon_down, .timeout = 60)
+{
+	Tenant t;
+	t.open("unkept", 0, 0);
+	const uint64_t x = dev_alloc(t.client, 4096);
+	g_daemon->kill9();
+	uint64_t y = 0;
+	const neuron_status s = neuron_alloc(t.client, 0, 4096, 0, &y);
+	cr_assert_eq(s, NEURON_ERR_DAEMON_LOST, "alloc after the daemon died: %s", describe(s).c_str());
+	cr_assert(std::strstr(neuron_last_error(), "without") != nullptr, "the error should say the state is not kept: %s",
+		  neuron_last_error());
+	(void)x;
+	t.close();
+}

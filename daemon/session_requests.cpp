@@ -18,7 +18,8 @@ namespace {
 constexpr uint32_t kApiMajor = 1;
 // 1: capacity sharing (pools, loans, policy, events). 2: ListTenants paging, limits,
 // redaction, events.lost. 3: programs (RegisterProgram, DeregisterProgram).
-constexpr uint32_t kApiMinor = 3;
+// 4: tile programs in a Program (TILE_KERNEL nodes, cmd ABI 1.6).
+constexpr uint32_t kApiMinor = 4;
 // A ListTenants page stays this far below the frame size.
 constexpr size_t kPageMargin = 64 * 1024;
 

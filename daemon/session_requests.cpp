@@ -20,7 +20,8 @@ constexpr uint32_t kApiMajor = 1;
 // 1: capacity sharing (pools, loans, policy, events). 2: ListTenants paging, limits,
 // redaction, events.lost. 3: programs (RegisterProgram, DeregisterProgram).
 // 4: re-attach after a restart (Hello.resume_*, HelloReply.resume_token ...).
-constexpr uint32_t kApiMinor = 4;
+// 5: tile programs in a Program (TILE_KERNEL nodes, cmd ABI 1.6).
+constexpr uint32_t kApiMinor = 5;
 // A ListTenants page stays this far below the frame size.
 constexpr size_t kPageMargin = 64 * 1024;
 

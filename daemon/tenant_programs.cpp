@@ -1,13 +1,15 @@
 // A tenant's programs (<neuron/program.h>): RegisterProgram decodes the message,
 // has the runtime validate it (program/validate.h), allocates its buffers in the
 // tenant's memory and stores it in the tenant's table, where engines find it when
-// an EXEC_PROGRAM names it. The CPU time spent validating and the buffers are the
+// an EXEC_PROGRAM names it (tile programs, the kernels of its TILE_KERNEL nodes,
+// are validated for the device's profile). The CPU time spent validating and the buffers are the
 // tenant's (ListTenants reports both); the per-tenant program limit is
 // NEURON_PROGRAMS_PER_TENANT. Control thread only.
 #include "tenant.h"
 
 #include "log.h"
 
+#include <chip/profile.h>
 #include <program/validate.h>
 
 #include <algorithm>
@@ -108,6 +110,13 @@ std::string decode_node(const api::ProgramNode &n, uint32_t index, program::Node
 std::string decode(const api::Program &p, program::Description *d)
 {
 	d->device = p.device();
+	if (p.tile_programs_size() > NEURON_PROGRAM_MAX_TILE_PROGRAMS)
+		return "the program has " + std::to_string(p.tile_programs_size()) + " tile programs; the limit is " +
+		       std::to_string(NEURON_PROGRAM_MAX_TILE_PROGRAMS);
+	for (const std::string &image : p.tile_programs()) {
+		const auto *bytes = reinterpret_cast<const std::byte *>(image.data());
+		d->tile_images.emplace_back(bytes, bytes + image.size());
+	}
 	d->arg_bytes.assign(p.arg_bytes().begin(), p.arg_bytes().end());
 	d->buffer_bytes.assign(p.buffer_bytes().begin(), p.buffer_bytes().end());
 	if (p.nodes_size() > NEURON_PROGRAM_MAX_NODES)
@@ -150,8 +159,13 @@ std::string Tenant::register_program(const api::RegisterProgram &req, int fd, ap
 	if (why.empty() && desc.device >= devices_.device_count())
 		why = "device " + std::to_string(desc.device) + " does not exist (this host has " +
 		      std::to_string(devices_.device_count()) + ")";
-	if (why.empty())
+	if (why.empty()) {
+		// Tile programs are checked against the device's on-chip memories.
+		const auto profile = chip::find_profile(devices_.describe(desc.device).profile);
+		if (profile)
+			desc.onchip = profile->onchip;
 		why = program::validate(desc, program.get());
+	}
 	const uint64_t spent = thread_cpu_ns() - cpu_start;
 	program_validation_ns_ += spent;
 	if (!why.empty())

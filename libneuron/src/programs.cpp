@@ -78,8 +78,15 @@ int memfd_with(const std::string &bytes)
 extern "C" neuron_status neuron_program_register(neuron_client *c, const struct neuron_program_desc *desc,
 						 uint64_t *program)
 {
+	return neuron_program_register_kernels(c, desc, nullptr, 0, program);
+}
+
+extern "C" neuron_status neuron_program_register_kernels(neuron_client *c, const struct neuron_program_desc *desc,
+							 const struct neuron_tile_image *tiles, uint32_t tile_count,
+							 uint64_t *program)
+{
 	if (!c || !desc || !program || (desc->node_count && !desc->nodes) || (desc->arg_count && !desc->arg_bytes) ||
-	    (desc->buffer_count && !desc->buffer_bytes))
+	    (desc->buffer_count && !desc->buffer_bytes) || (tile_count && !tiles))
 		return fail(NEURON_ERR_INVALID, "neuron_program_register: NULL argument (client, desc, program, or an "
 						"array whose count is not 0)");
 	api::Request req;
@@ -95,6 +102,12 @@ extern "C" neuron_status neuron_program_register(neuron_client *c, const struct 
 								" has dep_count " + std::to_string(desc->nodes[k].dep_count) +
 								" and no deps array");
 		encode_node(desc->nodes[k], p->add_nodes());
+	}
+	for (uint32_t k = 0; k < tile_count; ++k) {
+		if (tiles[k].size && !tiles[k].data)
+			return fail(NEURON_ERR_INVALID, "neuron_program_register_kernels: tile program " + std::to_string(k) +
+								" has no data");
+		p->add_tile_programs(static_cast<const char *>(tiles[k].data), tiles[k].size);
 	}
 	int fd = -1;
 	if (p->ByteSizeLong() > kInlineLimit) {

@@ -6,6 +6,7 @@
 #include <gate/admit.h>
 #include <sched/chain_partials.h>
 #include <sched/thread_priority.h>
+#include <tile/execution.h>
 
 #include <gemm_packs.h>
 #include <geometry.h>
@@ -32,6 +33,9 @@ struct EmuState final : sched::RunnerState {
 	kernels::GemmPacks packs;
 	sched::ChainPartials partials;
 	chip::Prefault prefault;
+	// A TILE_KERNEL node: where its tile program stands and its on-chip memory,
+	// kept across its steps (and across preemptions, as the core's state).
+	std::unique_ptr<tile::Execution> kernel;
 };
 
 EmuState &state(const InFlight &f) { return static_cast<EmuState &>(*f.state); }
@@ -48,6 +52,22 @@ void store_max(std::atomic<uint64_t> &m, uint64_t v)
 	uint64_t cur = m.load(std::memory_order_relaxed);
 	while (cur < v && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
 	}
+}
+
+// Tile `index` of a TILE_KERNEL node: its next step (one loop iteration of the
+// kernel) over the node's operands, which are the kernel's HBM arguments. The
+// chain runs in order, so the tile is always the step the kernel stands at.
+Outcome run_kernel_step(tile::Execution &kernel, uint64_t index, const gate::Operands &ops)
+{
+	if (index != kernel.steps_run() || kernel.done())
+		return Outcome::fault(NEURON_FAULT_EXEC, "internal error: tile kernel step " + std::to_string(index) +
+								 " run out of order (at step " +
+								 std::to_string(kernel.steps_run()) + ")");
+	std::byte *args[NEURON_MAX_OPERANDS];
+	for (int k = 0; k < NEURON_MAX_OPERANDS; ++k)
+		args[k] = ops.views[k].data;
+	kernel.step(std::span(args, kernel.arg_count()));
+	return Outcome::of(Outcome::Done);
 }
 
 // Runs tile `index` of the in-flight command on the calling thread with `threads`
@@ -71,12 +91,17 @@ Outcome run_tile(const InFlight &f, const RunContext &ctx, uint64_t index, int t
 		gate::Operands ops;
 		if (auto flt = gate::resolve(f.cmd, q.kind() == backend::QueueKind::Dma, m.space(q.device()), &ops))
 			return Outcome::fault(std::move(*flt));
-		neuron_cmd tile = f.cmd;
-		if (tiled)
-			sched::narrow_to_tile(f.plan, index, tile, ops.views);
 		EmuState &s = state(f);
-		if (auto flt = sched::execute_tile(s.partials, f.plan, index, tile, ops.views, threads, &s.packs))
-			return Outcome::fault(std::move(*flt));
+		if (s.kernel) {
+			if (auto out = run_kernel_step(*s.kernel, index, ops); out.kind != Outcome::Done)
+				return out;
+		} else {
+			neuron_cmd tile = f.cmd;
+			if (tiled)
+				sched::narrow_to_tile(f.plan, index, tile, ops.views);
+			if (auto flt = sched::execute_tile(s.partials, f.plan, index, tile, ops.views, threads, &s.packs))
+				return Outcome::fault(std::move(*flt));
+		}
 	}
 	*wall_ns = monotonic_ns() - start;
 	if (tiled)
@@ -102,6 +127,18 @@ bool run_prefault_step(chip::Prefault::Chunk &chunk, const RunContext &ctx, uint
 std::optional<kernels::Fault> EmuRunner::begin(LogicalCore &, InFlight &f, const RunContext &ctx)
 {
 	auto s = std::make_unique<EmuState>();
+	if (f.cmd.opcode == NEURON_OP_TILE_KERNEL) {
+		const uint64_t t = static_cast<uint64_t>(f.cmd.iscalars[0]);
+		if (!f.program || t >= f.program->tiles.size())
+			return kernels::Fault{NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program"};
+		try {
+			s->kernel = std::make_unique<tile::Execution>(f.program->tiles[t]);
+		} catch (const std::bad_alloc &) {
+			return kernels::Fault{NEURON_FAULT_EXEC, "no host memory for the kernel's on-chip memory"};
+		}
+		f.state = std::move(s);
+		return std::nullopt;
+	}
 	try {
 		s->packs.reserve(sched::pack_floats(f.cmd, f.plan)); // 0 unless a tiled matmul
 	} catch (const std::bad_alloc &) {

@@ -98,7 +98,7 @@ std::string hex(uint64_t v)
 
 std::string operand_name(const neuron_cmd &cmd, int k)
 {
-	return "operand " + std::to_string(k) + (k < kernels::written_operands(cmd.opcode) ? " (output)" : " (input)");
+	return "operand " + std::to_string(k) + (k < kernels::written_operands(cmd) ? " (output)" : " (input)");
 }
 
 std::optional<Fault> check_command(const neuron_cmd &cmd)
@@ -142,6 +142,12 @@ Admission admit_next(const backend::Queue &q, neuron_cmd *cmd, program::Exec *ex
 		admit_program(q, tail, *cmd, q.kind() == backend::QueueKind::Core ? exec : nullptr, &a);
 		return a;
 	}
+	if (cmd->opcode == NEURON_OP_TILE_KERNEL) {
+		a.kind = Admission::Fault;
+		a.fault = fault(NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program (register the "
+							 "kernel's tile program with one, then EXEC_PROGRAM it)");
+		return a;
+	}
 	if (auto f = check_command(*cmd)) {
 		a.kind = Admission::Fault;
 		a.fault = std::move(*f);
@@ -158,7 +164,7 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 		return fault(NEURON_FAULT_BAD_OPCODE, "opcode " + std::to_string(cmd.opcode) +
 							      " is not a DMA operation: DMA queues run COPY and NOP only");
 	std::array<kernels::ByteRange, NEURON_MAX_OPERANDS> ranges{};
-	const int written = kernels::written_operands(cmd.opcode);
+	const int written = kernels::written_operands(cmd);
 	for (int k = 0; k < n; ++k) {
 		const neuron_tensor_desc &d = cmd.operands[k];
 		const std::string who = operand_name(cmd, k);

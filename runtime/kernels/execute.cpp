@@ -193,6 +193,8 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_pointwise(cmd, views, max_threads);
 	case NEURON_OP_MATMUL_EPILOGUE:
 		return detail::run_matmul_epilogue(cmd, views, max_threads, packs);
+	case NEURON_OP_TILE_KERNEL: // its steps run on the core's engines (runtime/tile), never here
+		return Fault{NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program"};
 	default:
 		return detail::run_elementwise(cmd, views, max_threads);
 	}

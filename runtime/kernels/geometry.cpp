@@ -134,6 +134,13 @@ int written_operands(uint16_t opcode)
 	}
 }
 
+int written_operands(const neuron_cmd &cmd)
+{
+	if (cmd.opcode == NEURON_OP_TILE_KERNEL)
+		return static_cast<int>(std::clamp<int64_t>(cmd.iscalars[1], 0, cmd.num_operands));
+	return written_operands(cmd.opcode);
+}
+
 namespace {
 
 // Ops with several outputs (operands [0, written)): outputs and inputs all disjoint.
@@ -162,7 +169,7 @@ std::optional<Fault> check_output_overlap(const neuron_cmd &cmd, std::span<const
 	const int n = cmd.num_operands;
 	if (n == 0)
 		return std::nullopt;
-	if (const int written = written_operands(cmd.opcode); written > 1)
+	if (const int written = written_operands(cmd); written > 1)
 		return check_disjoint(cmd, ranges, written);
 	if (self_overlapping(cmd.operands[0]))
 		return Fault{NEURON_FAULT_OVERLAP, "operand 0 (output): its strides make distinct elements share memory"};

@@ -40,6 +40,8 @@ struct ByteRange {
 };
 // How many leading operands a command writes (1 for all but multi-output ops).
 int written_operands(uint16_t opcode);
+// The same for a whole command: TILE_KERNEL says in i[1] how many it writes.
+int written_operands(const neuron_cmd &cmd);
 // The output rules every backend applies once operands are resolved: operand 0
 // must not overlap itself, nor any input except as the exact in-place view of
 // an op whose output may alias its inputs. ranges[k] belongs to cmd.operands[k]

@@ -9,11 +9,9 @@
 #include "pointwise_math.h"
 #include "pointwise_steps.h"
 
-namespace neuron::kernels::detail {
+namespace neuron::kernels {
 
-namespace {
-
-NK_HOT void eval_step(uint8_t fn, float *o, const float *a, const float *b, int64_t n)
+NK_HOT void pw_eval(uint8_t fn, float *o, const float *a, const float *b, int64_t n)
 {
 	switch (fn) {
 	case NEURON_PW_ADD: for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i]; break;
@@ -48,6 +46,12 @@ NK_HOT void eval_step(uint8_t fn, float *o, const float *a, const float *b, int6
 	}
 }
 
+} // namespace neuron::kernels
+
+namespace neuron::kernels::detail {
+
+namespace {
+
 template <int N>
 void run_chain(const PointwiseSteps &steps, const float (&consts)[NEURON_MAX_SCALARS], std::span<const View> v,
 	       int max_threads)
@@ -68,7 +72,7 @@ void run_chain(const PointwiseSteps &steps, const float (&consts)[NEURON_MAX_SCA
 		}
 		for (int t = 0; t < steps.count; ++t) {
 			const PointwiseStep &st = steps.step[t];
-			eval_step(st.fn, out[t], val[st.a], pw_binary(st.fn) ? val[st.b] : val[st.a], n);
+			pw_eval(st.fn, out[t], val[st.a], pw_binary(st.fn) ? val[st.b] : val[st.a], n);
 			val[NEURON_PW_VALUE_STEP0 + t] = out[t];
 		}
 		store_block<float>(q[0], s[0], out[steps.count - 1], n, v[0].dtype);

@@ -19,6 +19,11 @@ struct PointwiseSteps {
 	PointwiseStep step[NEURON_PW_MAX_STEPS];
 };
 
+// o[i] = fn(a[i], b[i]) for i < n, in f32 (b is not read for unary functions):
+// the formulas of every POINTWISE step, shared with the tile engines
+// (runtime/tile). fn is a valid enum neuron_pw_fn other than END.
+void pw_eval(uint8_t fn, float *o, const float *a, const float *b, int64_t n);
+
 // Functions that take a second operand.
 inline bool pw_binary(uint8_t fn)
 {

@@ -136,8 +136,9 @@ const OpInfo kIsa15Ops[] = {
 	{"exec_program", 0, {}},
 	{"pointwise", 6, {"out", "in1", "in2", "in3", "in4", "in5"}, true},
 	{"matmul_epilogue", 4, {"out", "a", "b", "bias"}},
+	{"tile_kernel", 6, {"arg0", "arg1", "arg2", "arg3", "arg4", "arg5"}, true},
 };
-static_assert(kIsa15First + std::size(kIsa15Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.5 opcode");
+static_assert(kIsa15First + std::size(kIsa15Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.5/1.6 opcode");
 
 } // namespace
 

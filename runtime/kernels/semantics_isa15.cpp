@@ -1,4 +1,5 @@
 // check_semantics() for ISA 1.5's block (opcodes 72..79, cmd.h): EXEC_PROGRAM,
+// TILE_KERNEL's form (its tile program is checked with the program it is a node of),
 // which the kernels never run (the gate admits it and the engine runs the
 // program's nodes), POINTWISE's step program, and MATMUL_EPILOGUE's bias and
 // activation (its matmul operands are checked as MATMUL's, semantics.cpp).
@@ -25,6 +26,23 @@ struct Isa15 : CheckBase {
 			return bad(why);
 		return std::nullopt;
 	}
+
+	// The kernel's HBM arguments as bytes; which tile program and how many
+	// outputs (the program's validation checks them against the tile program).
+	std::optional<Fault> tile_kernel() const
+	{
+		for (int k = 0; k < cmd.num_operands; ++k)
+			if (d(k).dtype != NEURON_DTYPE_U8 || d(k).ndim != 1 || (d(k).strides[0] != 1 && d(k).sizes[0] > 1))
+				return bad(who(k) + ": a tile kernel's argument is its bytes: u8, 1-D, contiguous");
+		if (cmd.iscalars[0] < 0)
+			return bad(fmt("scalars i[0]=%" PRId64 " is not a tile program index", cmd.iscalars[0]));
+		if (cmd.iscalars[1] < 1 || cmd.iscalars[1] > cmd.num_operands)
+			return bad(fmt("scalars i[1]=%" PRId64 " outputs: 1..%u (the operands the kernel writes come first)",
+				       cmd.iscalars[1], cmd.num_operands));
+		if (cmd.iscalars[2] < 0)
+			return bad("scalars i[2] (the step count) is negative");
+		return unused_scalars(0, 0x7);
+	}
 };
 
 } // namespace
@@ -38,6 +56,8 @@ std::optional<Fault> check_isa15(const CheckBase &base)
 			   "program's node or a driver job's command");
 	case NEURON_OP_POINTWISE:
 		return c.pointwise();
+	case NEURON_OP_TILE_KERNEL:
+		return c.tile_kernel();
 	default:
 		return bad(fmt("opcode %u has no checks", base.cmd.opcode));
 	}

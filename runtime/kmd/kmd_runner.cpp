@@ -88,7 +88,7 @@ Outcome driver_error(const Error &e)
 // The job's BO list: every operand's buffer with how the command uses it.
 void add_bos(const neuron_cmd &cmd, const gate::Operands &ops, std::vector<JobBo> *bos)
 {
-	const int written = kernels::written_operands(cmd.opcode);
+	const int written = kernels::written_operands(cmd);
 	for (int k = 0; k < cmd.num_operands; ++k) {
 		const uint32_t h = ops.where[k].handle;
 		if (!h)

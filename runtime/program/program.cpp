@@ -16,6 +16,8 @@ uint64_t Program::host_bytes() const
 	for (const Node &node : nodes)
 		n += node.label.capacity();
 	n += (arg_bytes.size() + buffer_bytes.size() * 2) * sizeof(uint64_t) + arg_written.size();
+	for (const auto &t : tiles)
+		n += sizeof(*t) + t->insns.size() * (sizeof(neuron_tile_insn) + sizeof(uint32_t));
 	return n;
 }
 

@@ -13,8 +13,10 @@
 
 #include <neuron/cmd.h>
 #include <neuron/program.h>
+#include <tile/program.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +45,9 @@ struct Program {
 	std::vector<uint64_t> buffer_bytes;
 	std::vector<uint64_t> buffer_address; // where neurond allocated each buffer
 	std::vector<Node> nodes;           // in execution order (a topological order of the edges)
+	// The tile programs its TILE_KERNEL nodes run (i[0] indexes this), validated
+	// for the device's profile; each replay runs them with on-chip memory of its own.
+	std::vector<std::shared_ptr<const tile::TileProgram>> tiles;
 
 	// Host memory the program's description takes in neurond (counted against the tenant).
 	uint64_t host_bytes() const;

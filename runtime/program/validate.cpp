@@ -48,6 +48,8 @@ struct Checker {
 	}
 
 	std::string sizes() const;
+	std::string tile_programs();
+	std::string tile_kernel(const neuron_cmd &cmd, Node *n) const;
 	std::string node(uint32_t i, uint32_t pos, Node *n);
 	std::string order(std::vector<uint32_t> *topo) const;
 	std::string cycle(const std::vector<uint32_t> &indegree) const;
@@ -77,6 +79,54 @@ std::string Checker::sizes() const
 		if (region_size(r) == 0 || region_size(r) > kMaxRegionBytes)
 			return region_name(r) + " is " + std::to_string(region_size(r)) +
 			       " bytes; arguments and buffers take 1 byte to 2^40 bytes";
+	return {};
+}
+
+// Every tile program, validated for the device's on-chip memories.
+std::string Checker::tile_programs()
+{
+	if (d.tile_images.size() > NEURON_PROGRAM_MAX_TILE_PROGRAMS)
+		return "the program has " + std::to_string(d.tile_images.size()) + " tile programs; the limit is " +
+		       std::to_string(NEURON_PROGRAM_MAX_TILE_PROGRAMS);
+	for (size_t t = 0; t < d.tile_images.size(); ++t) {
+		std::vector<uint64_t> arg_bytes;
+		std::vector<neuron_tile_insn> insns;
+		auto tp = std::make_shared<tile::TileProgram>();
+		std::string why = tile::parse(d.tile_images[t], &arg_bytes, &insns);
+		if (why.empty())
+			why = tile::validate(d.onchip, arg_bytes, insns, tp.get());
+		if (!why.empty())
+			return "tile program " + std::to_string(t) + ": " + why;
+		out->tiles.push_back(std::move(tp));
+	}
+	return {};
+}
+
+// A TILE_KERNEL node against the tile program it names: one operand per kernel
+// argument of exactly its size, and every argument the kernel writes among the
+// node's outputs. The node keeps the kernel's step count (its tiles) in i[2].
+std::string Checker::tile_kernel(const neuron_cmd &cmd, Node *n) const
+{
+	const uint64_t t = static_cast<uint64_t>(cmd.iscalars[0]);
+	if (t >= out->tiles.size())
+		return "names tile program " + std::to_string(t) + "; the program has " + std::to_string(out->tiles.size());
+	const tile::TileProgram &tp = *out->tiles[t];
+	if (size_t(cmd.num_operands) != tp.arg_bytes.size())
+		return std::to_string(cmd.num_operands) + " operands for tile program " + std::to_string(t) + ", which takes " +
+		       std::to_string(tp.arg_bytes.size()) + " arguments";
+	for (int k = 0; k < cmd.num_operands; ++k) {
+		if (uint64_t(cmd.operands[k].sizes[0]) != tp.arg_bytes[k])
+			return "operand " + std::to_string(k) + " has " + std::to_string(cmd.operands[k].sizes[0]) +
+			       " bytes; tile program " + std::to_string(t) + " declares " + std::to_string(tp.arg_bytes[k]) +
+			       " for its argument " + std::to_string(k);
+		if (tp.arg_written[k] && k >= cmd.iscalars[1])
+			return "tile program " + std::to_string(t) + " writes its argument " + std::to_string(k) +
+			       ", which the node passes as an input (i[1] = " + std::to_string(cmd.iscalars[1]) +
+			       " outputs come first)";
+	}
+	if (cmd.iscalars[2] != 0)
+		return "i[2] must be zero (neurond keeps the kernel's step count there)";
+	n->cmd.iscalars[2] = static_cast<int64_t>(tp.steps);
 	return {};
 }
 
@@ -132,7 +182,7 @@ std::string Checker::node(uint32_t i, uint32_t pos, Node *n)
 			       std::to_string(extent) + ") of " + region_name(region[k]) + ", which has " +
 			       std::to_string(size) + " bytes";
 		ranges[k] = {placed.operands[k].addr, extent};
-		const bool write = k < kernels::written_operands(cmd.opcode);
+		const bool write = k < kernels::written_operands(cmd);
 		if (extent > 0)
 			accesses[region[k]].push_back({offset, offset + extent, pos, write});
 		if (write && region[k] < d.arg_bytes.size())
@@ -141,6 +191,9 @@ std::string Checker::node(uint32_t i, uint32_t pos, Node *n)
 	if (auto f = kernels::check_output_overlap(placed, std::span(ranges.data(), size_t(cmd.num_operands))))
 		return who + ": " + f->message;
 	n->cmd = cmd;
+	if (cmd.opcode == NEURON_OP_TILE_KERNEL)
+		if (auto why = tile_kernel(cmd, n); !why.empty())
+			return who + ": " + why;
 	n->label = spec.label;
 	n->index = i;
 	n->random = is_random(cmd.opcode);
@@ -270,6 +323,8 @@ std::string validate(const Description &d, Program *out)
 		return why;
 	std::vector<uint32_t> topo;
 	if (auto why = c.order(&topo); !why.empty())
+		return why;
+	if (auto why = c.tile_programs(); !why.empty())
 		return why;
 	out->device = d.device;
 	out->arg_bytes = d.arg_bytes;

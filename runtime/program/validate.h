@@ -25,6 +25,8 @@ struct NodeSpec {
 
 struct Description {
 	uint32_t device = 0;
+	chip::OnChip onchip{};  // the device's on-chip memories (its profile's), for tile programs
+	std::vector<std::vector<std::byte>> tile_images; // tile programs in their wire form (<neuron/tile.h>)
 	std::vector<uint64_t> arg_bytes;
 	std::vector<uint64_t> buffer_bytes;
 	std::vector<NodeSpec> nodes;

@@ -331,6 +331,15 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 	TilePlan p;
 	if (cmd.num_operands == 0)
 		return p;
+	if (cmd.opcode == NEURON_OP_TILE_KERNEL) {
+		// Its tiles are its steps (one loop iteration each, i[2] of them, counted
+		// when its program was registered), in order: one chain, no operand cut.
+		const int none[NEURON_MAX_OPERANDS] = {-1, -1, -1, -1, -1, -1};
+		add_split(p, none, std::max<int64_t>(cmd.iscalars[2], 1), 1);
+		if (p.splits)
+			p.split[0].carry = Carry::Ordered;
+		return p;
+	}
 	const neuron_tensor_desc &out = cmd.operands[0];
 	const uint64_t per = static_cast<uint64_t>(std::max(threads, 1));
 	const uint64_t elem_budget = per * (transcendental(cmd.opcode) ? budget.transcendental_elements : budget.elements);

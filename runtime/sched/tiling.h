@@ -18,7 +18,9 @@
 // a softmax chain runs the row's chunks twice (statistics, then results), an
 // arg-reduce chain carries each row's best element (kernels::gather_row_stats,
 // gather_arg_best). An indexing op is cut along the dim it indexes too, as an
-// ordered chain, if its other dims leave tiles too big. Left whole (correct, only
+// ordered chain, if its other dims leave tiles too big. A TILE_KERNEL node's tiles
+// are its steps (one loop iteration of its tile program each, runtime/tile), one
+// ordered chain; the runner runs them, never the kernels. Left whole (correct, only
 // not preemptible): opcodes this file does not know.
 //
 // Pure functions on private copies; no shared state, no locks.

@@ -24,7 +24,7 @@ using namespace neuron;
 namespace {
 
 struct World {
-	chip::Device device{0, chip::Profile{"fuzz", 1, 8u << 20}};
+	chip::Device device{0, chip::Profile{"fuzz", 1, 8u << 20, {}}};
 	backend::TenantMemory memory;
 	uint64_t a = 0, b = 0;
 	std::byte host[65536];

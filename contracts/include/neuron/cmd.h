@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulated NeuronCore's command format ("ISA"), version 1.4.
+ * The simulated NeuronCore's command format ("ISA"), version 1.6.
  *
  * Shared by neurond (which validates and executes commands) and libneuron (whose
  * tenants encode them). Everything here is plain C so the public C API can expose it.
@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 5
+#define NEURON_CMD_ABI_MINOR 6
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -399,9 +399,23 @@ enum neuron_opcode {
 	 * (out <- bias), MATMUL (beta f[1]), then the activation in place.
 	 */
 	NEURON_OP_MATMUL_EPILOGUE = 74,
-	/* 75..79: reserved for this block. */
+	/* ---- ISA 1.6 ---- */
+	/*
+	 * TILE_KERNEL (args...): runs tile program i[0] of the program this node
+	 * belongs to (the tile programs registered with it, <neuron/tile.h>: a
+	 * kernel over the core's SBUF and PSUM) with its HBM arguments as the
+	 * operands, in the tile program's order: each u8, 1-D, contiguous, exactly
+	 * as many bytes as the tile program declares for it. Operands [0, i[1]) are
+	 * the ones the kernel may write (1 <= i[1] <= num_operands; the tile
+	 * program writes no other). The kernel runs in steps, one per loop
+	 * iteration, each a tile of the scheduler (preemptible between any two
+	 * iterations). i[2] and i[3] are zero (neurond keeps the step count in
+	 * i[2]). Only a node of a program: on a ring it faults BAD_OPCODE.
+	 */
+	NEURON_OP_TILE_KERNEL = 75,
+	/* 76..79: reserved for this block. */
 	/* ==== end of ISA 1.5 block 72..79 ==== */
-	NEURON_OP_COUNT_ = 75,
+	NEURON_OP_COUNT_ = 76,
 };
 
 /* Functions of NEURON_OP_POINTWISE steps (6 bits). b: the second operand. */

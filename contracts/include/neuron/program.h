@@ -48,6 +48,7 @@ extern "C" {
 #define NEURON_PROGRAM_MAX_DEPS 65536    /* dependency edges over all nodes */
 #define NEURON_PROGRAM_LABEL_LEN 64      /* bytes of a node's label, NUL included */
 #define NEURON_PROGRAMS_PER_TENANT 1024
+#define NEURON_PROGRAM_MAX_TILE_PROGRAMS 256 /* kernels (<neuron/tile.h>) its TILE_KERNEL nodes run */
 
 /* flags of an EXEC_PROGRAM slot: random nodes (RNG, DROPOUT, RANDPERM,
  * MULTINOMIAL) take the slot's seed as i[1] and add its offset to their i[2]. */

@@ -209,6 +209,18 @@ struct neuron_program_desc {
  * refuses) and returns its id. Large programs travel in a memfd. */
 neuron_status neuron_program_register(neuron_client *client, const struct neuron_program_desc *desc,
 				      uint64_t *program);
+
+/* A tile program in its wire form (<neuron/tile.h>): a kernel over the core's
+ * SBUF and PSUM that the program's TILE_KERNEL nodes run (i[0] is its index). */
+struct neuron_tile_image {
+	const void *data;
+	uint64_t size;
+};
+/* neuron_program_register with the tile programs its TILE_KERNEL nodes run
+ * (neurond validates each for the device's profile). */
+neuron_status neuron_program_register_kernels(neuron_client *client, const struct neuron_program_desc *desc,
+					      const struct neuron_tile_image *tiles, uint32_t tile_count,
+					      uint64_t *program);
 /* Deregisters: replays already submitted finish; the buffers go back after them. */
 neuron_status neuron_program_release(neuron_client *client, uint64_t program);
 

@@ -1,0 +1,344 @@
+#include "engines.h"
+
+#include <block.h>
+#include <pointwise_steps.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace neuron::tile {
+
+namespace {
+
+using kernels::kBlock;
+
+// An operand resolved for this iteration: a host address, byte strides, sizes.
+struct View {
+	std::byte *data;
+	uint8_t dtype;
+	int ndim;
+	int64_t sizes[NEURON_TILE_MAX_DIMS];
+	int64_t bstride[NEURON_TILE_MAX_DIMS];
+};
+
+size_t esize(uint8_t dt) { return dt == NEURON_DTYPE_BF16 || dt == NEURON_DTYPE_F16 ? 2 : 4; }
+
+View resolve(const neuron_tile_ap &a, const Env &env)
+{
+	View v{nullptr, a.dtype, a.ndim, {1, 1, 1, 1}, {0, 0, 0, 0}};
+	const int64_t es = static_cast<int64_t>(esize(a.dtype));
+	const int64_t off = evaluate(a.offset, env.iv);
+	for (int d = 0; d < a.ndim; ++d) {
+		v.sizes[d] = a.sizes[d];
+		v.bstride[d] = a.strides[d] * es;
+	}
+	if (a.space == NEURON_TILE_HBM) {
+		v.data = env.args[a.arg] + off * es;
+	} else if (a.space == NEURON_TILE_SBUF) {
+		v.data = env.mem.sbuf(a.partition, static_cast<uint64_t>(off));
+		v.bstride[0] = static_cast<int64_t>(env.mem.sbuf_stride());
+	} else {
+		v.data = env.mem.psum(a.partition, static_cast<uint64_t>(off));
+		v.bstride[0] = static_cast<int64_t>(env.mem.psum_stride());
+	}
+	// A size-1 dim never moves: stride 0 lets an input broadcast along it.
+	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
+		if (v.sizes[d] == 1)
+			v.bstride[d] = 0;
+	return v;
+}
+
+// The iteration space after the masks: each masked dim cut to the indices with
+// start + i < limit. False if nothing is active.
+bool active_shape(const neuron_tile_insn &in, const neuron_tile_ap &it, const int64_t *iv, int64_t *sizes)
+{
+	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
+		sizes[d] = d < it.ndim ? it.sizes[d] : 1;
+	for (const neuron_tile_mask &m : in.masks) {
+		if (!m.enabled)
+			continue;
+		const int64_t count = m.limit - evaluate(m.start, iv);
+		sizes[m.dim] = std::clamp<int64_t>(count, 0, sizes[m.dim]);
+	}
+	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
+		if (sizes[d] == 0)
+			return false;
+	return true;
+}
+
+// Calls f(p, n) for every row of the last dim of `sizes`: p[k] is operand k's
+// address at the row's start, n the row length; rows are walked in order.
+template <class F> void for_rows(const int64_t *sizes, int ndim, View *v, int nv, F &&f)
+{
+	const int last = ndim - 1;
+	int64_t idx[NEURON_TILE_MAX_DIMS] = {};
+	std::byte *p[NEURON_TILE_MAX_OPERANDS];
+	for (;;) {
+		for (int k = 0; k < nv; ++k) {
+			p[k] = v[k].data;
+			for (int d = 0; d < last; ++d)
+				p[k] += idx[d] * v[k].bstride[d];
+		}
+		f(p, sizes[last]);
+		int d = last - 1;
+		while (d >= 0 && ++idx[d] == sizes[d])
+			idx[d--] = 0;
+		if (d < 0)
+			return;
+	}
+}
+
+void load(float *dst, const View &v, const std::byte *p, int64_t i, int64_t n)
+{
+	kernels::load_block<float>(dst, p + i * v.bstride[v.ndim - 1], v.bstride[v.ndim - 1], n, v.dtype);
+}
+void store(const View &v, std::byte *p, int64_t i, const float *src, int64_t n)
+{
+	kernels::store_block<float>(p + i * v.bstride[v.ndim - 1], v.bstride[v.ndim - 1], src, n, v.dtype);
+}
+
+float compare(uint32_t fn, float a, float b)
+{
+	bool r;
+	switch (fn) {
+	case NEURON_CMP_EQ: r = a == b; break;
+	case NEURON_CMP_NE: r = a != b; break;
+	case NEURON_CMP_LT: r = a < b; break;
+	case NEURON_CMP_LE: r = a <= b; break;
+	case NEURON_CMP_GT: r = a > b; break;
+	default: r = a >= b; break;
+	}
+	return r ? 1.0f : 0.0f;
+}
+
+// The vector/scalar engine ops of one output and up to three inputs of its shape
+// (broadcast along free dims), in blocks of floats.
+void elementwise(const neuron_tile_insn &in, const Env &env)
+{
+	View v[NEURON_TILE_MAX_OPERANDS];
+	for (int k = 0; k < in.num_operands; ++k)
+		v[k] = resolve(in.operands[k], env);
+	int64_t sizes[NEURON_TILE_MAX_DIMS];
+	if (!active_shape(in, in.operands[0], env.iv, sizes))
+		return;
+	const int64_t iota_base = evaluate(in.base, env.iv);
+	int64_t idx_row = 0; // rows walked so far (iota needs the row's coordinates)
+	for_rows(sizes, v[0].ndim, v, in.num_operands, [&](std::byte *const *p, int64_t n) {
+		float a[kBlock], b[kBlock], c[kBlock], o[kBlock];
+		int64_t coord[NEURON_TILE_MAX_DIMS] = {}; // of the row start
+		for (int64_t r = idx_row++, d = v[0].ndim - 2; d >= 0; --d) {
+			coord[d] = r % sizes[d];
+			r /= sizes[d];
+		}
+		for (int64_t i = 0; i < n; i += kBlock) {
+			const int64_t m = std::min<int64_t>(kBlock, n - i);
+			switch (in.op) {
+			case NEURON_TILE_OP_TENSOR_COPY:
+				load(o, v[1], p[1], i, m);
+				break;
+			case NEURON_TILE_OP_ACTIVATION:
+				load(a, v[1], p[1], i, m);
+				if (in.num_operands > 2)
+					load(b, v[2], p[2], i, m);
+				for (int64_t e = 0; e < m; ++e)
+					a[e] = a[e] * static_cast<float>(in.f[0]) + (in.num_operands > 2 ? b[e] : 0.0f) +
+					       static_cast<float>(in.f[1]);
+				if (in.fn)
+					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, a, m);
+				else
+					std::copy(a, a + m, o);
+				break;
+			case NEURON_TILE_OP_TENSOR_TENSOR:
+				load(a, v[1], p[1], i, m);
+				load(b, v[2], p[2], i, m);
+				kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, b, m);
+				break;
+			case NEURON_TILE_OP_TENSOR_SCALAR:
+				load(a, v[1], p[1], i, m);
+				std::fill(b, b + m, static_cast<float>(in.f[0]));
+				if (in.flags & NEURON_TILE_REVERSE)
+					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, b, a, m);
+				else
+					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, b, m);
+				break;
+			case NEURON_TILE_OP_COMPARE:
+				load(a, v[1], p[1], i, m);
+				if (in.num_operands > 2)
+					load(b, v[2], p[2], i, m);
+				else
+					std::fill(b, b + m, static_cast<float>(in.f[0]));
+				for (int64_t e = 0; e < m; ++e)
+					o[e] = compare(in.fn, a[e], b[e]);
+				break;
+			case NEURON_TILE_OP_SELECT:
+				load(c, v[1], p[1], i, m);
+				load(a, v[2], p[2], i, m);
+				if (in.num_operands > 3)
+					load(b, v[3], p[3], i, m);
+				else
+					std::fill(b, b + m, static_cast<float>(in.f[0]));
+				for (int64_t e = 0; e < m; ++e)
+					o[e] = c[e] != 0.0f ? a[e] : b[e];
+				break;
+			case NEURON_TILE_OP_IOTA: {
+				int64_t base = iota_base + in.i[0] * coord[0];
+				for (int d = 1; d + 1 < v[0].ndim; ++d)
+					base += in.i[d] * coord[d];
+				const int64_t step = v[0].ndim > 1 ? in.i[v[0].ndim - 1] : 0;
+				if (v[0].dtype == NEURON_DTYPE_I32) { // exact, not through f32
+					for (int64_t e = 0; e < m; ++e) {
+						const int32_t x = static_cast<int32_t>(base + step * (i + e));
+						std::memcpy(p[0] + (i + e) * v[0].bstride[v[0].ndim - 1], &x, 4);
+					}
+					continue;
+				}
+				for (int64_t e = 0; e < m; ++e)
+					o[e] = static_cast<float>(base + step * (i + e));
+				break;
+			}
+			default: // MEMSET
+				std::fill(o, o + m, static_cast<float>(in.f[0]));
+				break;
+			}
+			store(v[0], p[0], i, o, m);
+		}
+	});
+}
+
+// DMA: a byte-exact copy (one dtype on both sides), row by row.
+void dma(const neuron_tile_insn &in, const Env &env)
+{
+	View v[2] = {resolve(in.operands[0], env), resolve(in.operands[1], env)};
+	int64_t sizes[NEURON_TILE_MAX_DIMS];
+	if (!active_shape(in, in.operands[0], env.iv, sizes))
+		return;
+	const int64_t es = static_cast<int64_t>(esize(v[0].dtype));
+	const int last = v[0].ndim - 1;
+	// The stride of a size-1 dim does not matter; a copied element does.
+	const int64_t so = v[0].sizes[last] == 1 ? es : v[0].bstride[last];
+	const int64_t si = v[1].sizes[last] == 1 ? es : v[1].bstride[last];
+	for_rows(sizes, v[0].ndim, v, 2, [&](std::byte *const *p, int64_t n) {
+		if (so == es && si == es) {
+			std::memmove(p[0], p[1], static_cast<size_t>(n * es));
+			return;
+		}
+		for (int64_t i = 0; i < n; ++i)
+			std::memmove(p[0] + i * so, p[1] + i * si, static_cast<size_t>(es));
+	});
+}
+
+// REDUCE: each partition's active free elements into out[p, 0...].
+void reduce(const neuron_tile_insn &in, const Env &env)
+{
+	View o = resolve(in.operands[0], env), x = resolve(in.operands[1], env);
+	int64_t sizes[NEURON_TILE_MAX_DIMS];
+	const bool any = active_shape(in, in.operands[1], env.iv, sizes);
+	if (sizes[0] == 0)
+		return; // no partition active
+	const bool sum = in.fn == NEURON_PW_ADD, max = in.fn == NEURON_PW_MAXIMUM;
+	const double init = sum ? 0.0 : max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+	std::vector<double> acc(static_cast<size_t>(sizes[0]), init);
+	if (any) {
+		int64_t row = 0, per_partition = 1;
+		for (int d = 1; d + 1 < x.ndim; ++d)
+			per_partition *= sizes[d];
+		View vx[1] = {x};
+		for_rows(sizes, x.ndim, vx, 1, [&](std::byte *const *p, int64_t n) {
+			double &a = acc[static_cast<size_t>(row++ / per_partition)];
+			float buf[kBlock];
+			for (int64_t i = 0; i < n; i += kBlock) {
+				const int64_t m = std::min<int64_t>(kBlock, n - i);
+				load(buf, x, p[0], i, m);
+				for (int64_t e = 0; e < m; ++e) {
+					const double v = buf[e];
+					a = sum ? a + v : (v != v || a != a) ? std::nan("") : max ? std::max(a, v) : std::min(a, v);
+				}
+			}
+		});
+	}
+	for (int64_t q = 0; q < sizes[0]; ++q) {
+		std::byte *at = o.data + q * o.bstride[0];
+		float r = static_cast<float>(acc[static_cast<size_t>(q)]);
+		if (in.flags & NEURON_TILE_ACCUMULATE) {
+			float old;
+			kernels::load_block<float>(&old, at, 0, 1, o.dtype);
+			const double merged[1] = {sum ? double(old) + r : (old != old || r != r) ? std::nan("") : max ? std::max(old, r) : std::min(old, r)};
+			r = static_cast<float>(merged[0]);
+		}
+		kernels::store_block<float>(at, 0, &r, 1, o.dtype);
+	}
+}
+
+// Rows x cols of a 2-D view as a dense row-major f32 matrix.
+std::vector<float> dense(const View &v)
+{
+	std::vector<float> m(static_cast<size_t>(v.sizes[0] * v.sizes[1]));
+	for (int64_t r = 0; r < v.sizes[0]; ++r)
+		kernels::load_block<float>(m.data() + r * v.sizes[1], v.data + r * v.bstride[0], v.bstride[1], v.sizes[1],
+					   v.dtype);
+	return m;
+}
+
+// MATMUL: out[M, N] (+)= st[K, M]^T mv[K, N], f32 accumulation (the PE array
+// multiplies the operands exactly and adds in f32).
+void matmul(const neuron_tile_insn &in, const Env &env)
+{
+	View o = resolve(in.operands[0], env), st = resolve(in.operands[1], env), mv = resolve(in.operands[2], env);
+	const int64_t K = st.sizes[0], M = st.sizes[1], N = mv.sizes[1];
+	const std::vector<float> a = dense(st), b = dense(mv);
+	std::vector<float> acc(static_cast<size_t>(N));
+	for (int64_t m = 0; m < M; ++m) {
+		float *out = reinterpret_cast<float *>(o.data + m * o.bstride[0]);
+		if (in.flags & NEURON_TILE_ACCUMULATE)
+			std::memcpy(acc.data(), out, static_cast<size_t>(N) * 4);
+		else
+			std::fill(acc.begin(), acc.end(), 0.0f);
+		for (int64_t k = 0; k < K; ++k) {
+			const float s = a[static_cast<size_t>(k * M + m)];
+			const float *row = b.data() + k * N;
+			for (int64_t n = 0; n < N; ++n)
+				acc[static_cast<size_t>(n)] += s * row[n];
+		}
+		std::memcpy(out, acc.data(), static_cast<size_t>(N) * 4);
+	}
+}
+
+// TRANSPOSE: out[F, P] = in[P, F] through the tensor engine (a matmul with the
+// identity), exact.
+void transpose(const neuron_tile_insn &in, const Env &env)
+{
+	View o = resolve(in.operands[0], env), x = resolve(in.operands[1], env);
+	const std::vector<float> a = dense(x);
+	const int64_t P = x.sizes[0], F = x.sizes[1];
+	for (int64_t f = 0; f < F; ++f) {
+		float *out = reinterpret_cast<float *>(o.data + f * o.bstride[0]);
+		for (int64_t p = 0; p < P; ++p)
+			std::memcpy(reinterpret_cast<std::byte *>(out) + p * o.bstride[1], &a[static_cast<size_t>(p * F + f)], 4);
+	}
+}
+
+} // namespace
+
+int64_t evaluate(const neuron_tile_affine &a, const int64_t *iv)
+{
+	int64_t v = a.base;
+	for (int l = 0; l < NEURON_TILE_MAX_LOOPS; ++l)
+		v += a.step[l] * iv[l];
+	return v;
+}
+
+void execute(const neuron_tile_insn &in, const Env &env)
+{
+	switch (in.op) {
+	case NEURON_TILE_OP_DMA: dma(in, env); return;
+	case NEURON_TILE_OP_MATMUL: matmul(in, env); return;
+	case NEURON_TILE_OP_TRANSPOSE: transpose(in, env); return;
+	case NEURON_TILE_OP_REDUCE: reduce(in, env); return;
+	default: elementwise(in, env); return;
+	}
+}
+
+} // namespace neuron::tile

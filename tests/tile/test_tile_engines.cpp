@@ -1,0 +1,256 @@
+// The engines one instruction at a time, each against a reference computed
+// here: strided DMA, transpose, activation with a per-partition bias, compare,
+// select, iota, reductions with masks, casts; and the profiles' on-chip sizes.
+#include "harness.h"
+
+#include <chip/onchip_memory.h>
+
+#include <cmath>
+
+using namespace tb;
+using th::Arg;
+
+namespace {
+
+constexpr uint8_t f32 = NEURON_DTYPE_F32;
+
+// [rows, cols] f32 HBM argument `arg` into SBUF at `offset`, and back out of `from`.
+neuron_tile_insn load(uint32_t arg, int64_t rows, int64_t cols, int64_t offset = 0)
+{
+	return insn(NEURON_TILE_OP_DMA, {sbuf(f32, rows, cols, {offset}), hbm(f32, arg, rows, cols, cols)});
+}
+neuron_tile_insn store(uint32_t arg, int64_t rows, int64_t cols, int64_t offset = 0)
+{
+	return insn(NEURON_TILE_OP_DMA, {hbm(f32, arg, rows, cols, cols), sbuf(f32, rows, cols, {offset})});
+}
+
+} // namespace
+
+Test(tile_engines, profiles_have_the_documented_onchip_sizes)
+{
+	const auto trn1 = th::onchip("trn1"), trn2 = th::onchip("trn2"), trn3 = th::onchip("trn3");
+	cr_expect_eq(trn1.sbuf_bytes(), 24ull << 20);
+	cr_expect_eq(trn2.sbuf_bytes(), 28ull << 20);
+	cr_expect_eq(trn3.sbuf_bytes(), 32ull << 20);
+	for (const auto &o : {trn1, trn2, trn3}) {
+		cr_expect_eq(o.partitions, 128u);
+		cr_expect_eq(o.psum_bytes(), 2ull << 20);
+		cr_expect_eq(o.psum_partition_bytes / o.psum_bank_bytes, 8u);
+	}
+	cr_expect_eq(trn2.matmul_moving_max, 512u);
+	cr_expect_eq(trn3.matmul_moving_max, 4096u);
+}
+
+Test(tile_engines, fresh_onchip_memory_reads_nan)
+{
+	neuron::chip::OnChipMemory m(th::onchip(), 64, 64);
+	float v;
+	std::memcpy(&v, m.sbuf(127, 60), 4);
+	cr_expect(std::isnan(v));
+	std::memcpy(&v, m.psum(0, 0), 4);
+	cr_expect(std::isnan(v));
+	cr_expect_eq(m.backed_bytes(), 2u * 128 * 64);
+}
+
+// A DMA whose HBM side walks columns: out = in^T through SBUF.
+Test(tile_engines, strided_dma_transposes)
+{
+	const int64_t R = 6, C = 40;
+	std::vector<Arg> args{Arg(f32, R * C), Arg(f32, R * C)};
+	ref::Rng rng(1);
+	args[1].fill_random(rng);
+	std::vector<neuron_tile_insn> p{
+		insn(NEURON_TILE_OP_DMA, {sbuf(f32, C, R), ap(NEURON_TILE_HBM, f32, 1, 0, {}, {C, R}, {1, C})}),
+		store(0, C, R)};
+	th::run(p, args);
+	for (int64_t r = 0; r < R; ++r)
+		for (int64_t c = 0; c < C; ++c)
+			cr_assert_eq(args[0].get(c * R + r), args[1].get(r * C + c));
+}
+
+Test(tile_engines, transpose_through_psum)
+{
+	const int64_t P = 100, F = 37;
+	std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F)};
+	ref::Rng rng(2);
+	args[1].fill_random(rng);
+	std::vector<neuron_tile_insn> p{load(1, P, F), insn(NEURON_TILE_OP_TRANSPOSE, {psum(F, P), sbuf(f32, P, F)}),
+					insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, F, P, {4096}), psum(F, P)}),
+					store(0, F, P, 4096)};
+	th::run(p, args);
+	for (int64_t i = 0; i < P; ++i)
+		for (int64_t j = 0; j < F; ++j)
+			cr_assert_eq(args[0].get(j * P + i), args[1].get(i * F + j));
+}
+
+// out = exp(x * 0.5 + bias[p] + 0.25), bias one value per partition.
+Test(tile_engines, activation_with_partition_bias)
+{
+	const int64_t P = 64, F = 33;
+	std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F), Arg(f32, P)};
+	ref::Rng rng(3);
+	args[1].fill_random(rng);
+	args[2].fill_random(rng);
+	neuron_tile_insn act = insn(NEURON_TILE_OP_ACTIVATION, {sbuf(f32, P, F, {1024}), sbuf(f32, P, F), sbuf(f32, P, 1, {512})},
+				    NEURON_PW_EXP);
+	act.f[0] = 0.5;
+	act.f[1] = 0.25;
+	std::vector<neuron_tile_insn> p{load(1, P, F), load(2, P, 1, 512), act, store(0, P, F, 1024)};
+	th::run(p, args);
+	for (int64_t i = 0; i < P; ++i)
+		for (int64_t j = 0; j < F; ++j) {
+			const double want = std::exp(args[1].get(i * F + j) * 0.5 + args[2].get(i) + 0.25);
+			cr_assert(std::fabs(args[0].get(i * F + j) - want) <= 1e-6 * want);
+		}
+}
+
+// A causal mask from iota and compare: keep x where column <= row, else -inf.
+Test(tile_engines, iota_compare_select_make_a_causal_mask)
+{
+	const int64_t P = 16, F = 16;
+	std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F)};
+	ref::Rng rng(4);
+	args[1].fill_random(rng);
+	neuron_tile_insn iota = insn(NEURON_TILE_OP_IOTA, {sbuf(f32, P, F, {1024})});
+	iota.i[0] = -1; // value = column - row
+	iota.i[1] = 1;
+	neuron_tile_insn cmp = insn(NEURON_TILE_OP_COMPARE, {sbuf(f32, P, F, {2048}), sbuf(f32, P, F, {1024})}, NEURON_CMP_LE);
+	neuron_tile_insn sel = insn(NEURON_TILE_OP_SELECT, {sbuf(f32, P, F, {3072}), sbuf(f32, P, F, {2048}), sbuf(f32, P, F)});
+	sel.f[0] = -INFINITY;
+	std::vector<neuron_tile_insn> p{load(1, P, F), iota, cmp, sel, store(0, P, F, 3072)};
+	th::run(p, args);
+	for (int64_t i = 0; i < P; ++i)
+		for (int64_t j = 0; j < F; ++j)
+			cr_assert_eq(args[0].get(i * F + j), j <= i ? args[1].get(i * F + j) : -INFINITY);
+}
+
+// Iota into i32 is exact past 2^24 and takes its base from the loop variable.
+Test(tile_engines, iota_i32_with_loop_base)
+{
+	std::vector<Arg> args{Arg(NEURON_DTYPE_I32, 3 * 4 * 5)};
+	const int64_t big = (1ll << 26) + 1;
+	neuron_tile_insn iota = insn(NEURON_TILE_OP_IOTA, {sbuf(NEURON_DTYPE_I32, 4, 5)});
+	iota.base = Affine{big, {1000}}.get();
+	iota.i[0] = 10;
+	iota.i[1] = 1;
+	std::vector<neuron_tile_insn> p{
+		loop(3), iota,
+		insn(NEURON_TILE_OP_DMA, {hbm(NEURON_DTYPE_I32, 0, 4, 5, 5, {0, {20}}), sbuf(NEURON_DTYPE_I32, 4, 5)}),
+		end_loop()};
+	th::run(p, args);
+	for (int64_t l = 0; l < 3; ++l)
+		for (int64_t r = 0; r < 4; ++r)
+			for (int64_t c = 0; c < 5; ++c) {
+				int32_t v;
+				std::memcpy(&v, args[0].bytes.data() + 4 * (l * 20 + r * 5 + c), 4);
+				cr_assert_eq(v, big + 1000 * l + 10 * r + c);
+			}
+}
+
+// Row max over the first `cols` columns only (a free-dim mask), rows past
+// `rows` untouched (a partition mask).
+Test(tile_engines, masked_reduce)
+{
+	const int64_t P = 32, F = 50, rows = 20, cols = 13;
+	std::vector<Arg> args{Arg(f32, P), Arg(f32, P * F)};
+	ref::Rng rng(6);
+	args[1].fill_random(rng);
+	for (int64_t i = 0; i < P; ++i)
+		args[1].set(i * F + 40, 99.0); // outside the mask: must not win
+	neuron_tile_insn out_init = insn(NEURON_TILE_OP_MEMSET, {sbuf(f32, P, 1, {4096})});
+	out_init.f[0] = 7.0;
+	neuron_tile_insn red = insn(NEURON_TILE_OP_REDUCE, {sbuf(f32, P, 1, {4096}), sbuf(f32, P, F)}, NEURON_PW_MAXIMUM);
+	red = masked(masked(red, 0, {}, rows, 0), 1, {}, cols, 1);
+	std::vector<neuron_tile_insn> p{load(1, P, F), out_init, red, store(0, P, 1, 4096)};
+	th::run(p, args);
+	for (int64_t i = 0; i < P; ++i) {
+		double want = 7.0;
+		if (i < rows) {
+			want = -INFINITY;
+			for (int64_t j = 0; j < cols; ++j)
+				want = std::max(want, args[1].get(i * F + j));
+		}
+		cr_assert_eq(args[0].get(i), want, "row %lld", (long long)i);
+	}
+}
+
+// Sum with accumulation over a loop, bf16 input, f32 out; tensor_scalar reversed.
+Test(tile_engines, reduce_accumulates_and_tensor_scalar_reverses)
+{
+	const int64_t P = 8, F = 24;
+	std::vector<Arg> args{Arg(f32, P), Arg(NEURON_DTYPE_BF16, 3 * P * F)};
+	ref::Rng rng(7);
+	args[1].fill_random(rng);
+	neuron_tile_insn zero = insn(NEURON_TILE_OP_MEMSET, {sbuf(f32, P, 1, {1024})});
+	neuron_tile_insn ld = insn(NEURON_TILE_OP_DMA,
+				   {sbuf(NEURON_DTYPE_BF16, P, F), hbm(NEURON_DTYPE_BF16, 1, P, F, F, {0, {P * F}})});
+	neuron_tile_insn sub = insn(NEURON_TILE_OP_TENSOR_SCALAR, {sbuf(f32, P, F, {256}), sbuf(NEURON_DTYPE_BF16, P, F)},
+				    NEURON_PW_SUB, NEURON_TILE_REVERSE);
+	sub.f[0] = 2.0; // 2 - x
+	neuron_tile_insn red = insn(NEURON_TILE_OP_REDUCE, {sbuf(f32, P, 1, {1024}), sbuf(f32, P, F, {256})}, NEURON_PW_ADD,
+				    NEURON_TILE_ACCUMULATE);
+	std::vector<neuron_tile_insn> p{zero, loop(3), ld, sub, red, end_loop(), store(0, P, 1, 1024)};
+	th::run(p, args);
+	for (int64_t i = 0; i < P; ++i) {
+		double want = 0;
+		for (int64_t l = 0; l < 3; ++l)
+			for (int64_t j = 0; j < F; ++j)
+				want += 2.0 - args[1].get(l * P * F + i * F + j);
+		cr_assert(std::fabs(args[0].get(i) - want) < 1e-4, "row %lld: %g vs %g", (long long)i, args[0].get(i), want);
+	}
+}
+
+// tensor_copy casts f32 -> bf16 with round-to-nearest-even.
+Test(tile_engines, tensor_copy_casts)
+{
+	const int64_t P = 4, F = 64;
+	std::vector<Arg> args{Arg(NEURON_DTYPE_BF16, P * F), Arg(f32, P * F)};
+	ref::Rng rng(8);
+	args[1].fill_random(rng, -100, 100);
+	std::vector<neuron_tile_insn> p{
+		load(1, P, F), insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(NEURON_DTYPE_BF16, P, F, {512}), sbuf(f32, P, F)}),
+		insn(NEURON_TILE_OP_DMA, {hbm(NEURON_DTYPE_BF16, 0, P, F, F), sbuf(NEURON_DTYPE_BF16, P, F, {512})})};
+	th::run(p, args);
+	for (size_t i = 0; i < args[0].size(); ++i)
+		cr_assert_eq(args[0].get(i), ref::to_bf16(args[1].get(i)));
+}
+
+// Matmul accumulation in one PSUM bank: two K halves added, then overwritten.
+Test(tile_engines, matmul_accumulate_and_overwrite)
+{
+	const int64_t K = 128, M = 3, N = 4;
+	std::vector<Arg> args{Arg(f32, M * N), Arg(f32, 2 * K * M), Arg(f32, 2 * K * N)};
+	ref::Rng rng(9);
+	args[1].fill_random(rng);
+	args[2].fill_random(rng);
+	auto ld = [&](uint32_t arg, int64_t cols, int64_t off) {
+		return insn(NEURON_TILE_OP_DMA, {sbuf(f32, K, cols, {off}), hbm(f32, arg, K, cols, cols, {0, {K * cols}})});
+	};
+	std::vector<neuron_tile_insn> p{insn(NEURON_TILE_OP_MEMSET, {psum(M, N, {2048})}),
+					loop(2),
+					ld(1, M, 0),
+					ld(2, N, 64),
+					insn(NEURON_TILE_OP_MATMUL, {psum(M, N, {2048}), sbuf(f32, K, M), sbuf(f32, K, N, {64})}, 0,
+					     NEURON_TILE_ACCUMULATE),
+					end_loop(),
+					insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, M, N, {128}), psum(M, N, {2048})}),
+					store(0, M, N, 128)};
+	th::run(p, args);
+	for (int64_t m = 0; m < M; ++m)
+		for (int64_t n = 0; n < N; ++n) {
+			double want = 0;
+			for (int64_t k = 0; k < 2 * K; ++k)
+				want += args[1].get(k * M + m) * args[2].get(k * N + n);
+			cr_assert(std::fabs(args[0].get(m * N + n) - want) < 1e-4);
+		}
+	// Without ACCUMULATE the second K half replaces the first.
+	p[4].flags = 0;
+	th::run(p, args);
+	for (int64_t m = 0; m < M; ++m)
+		for (int64_t n = 0; n < N; ++n) {
+			double want = 0;
+			for (int64_t k = K; k < 2 * K; ++k)
+				want += args[1].get(k * M + m) * args[2].get(k * N + n);
+			cr_assert(std::fabs(args[0].get(m * N + n) - want) < 1e-4);
+		}
+}

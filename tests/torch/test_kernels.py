@@ -1,0 +1,136 @@
+"""torch_neuron.kernels: kernels written in the tile language, traced into tile
+programs, run on `neuron` tensors (neurond validates and runs them on the
+simulated core's SBUF/PSUM engines) and in the NumPy simulation, each against
+PyTorch on the CPU, on shapes that do not divide the tiles."""
+import pytest
+import torch
+
+import torch_neuron.kernels as nk
+
+DEV = "neuron"
+
+
+@nk.kernel
+def rmsnorm(out, x, gamma, eps=1e-6):
+    R, H = x.shape
+    g = nk.load(gamma.broadcast(128))
+    for i in nk.affine_range(nk.cdiv(R, 128)):
+        rows = slice(i * 128, i * 128 + 128)
+        t = nk.load(x[rows, :])
+        ss = nk.sum(t * t, axis=1)
+        rstd = nk.activation("rsqrt", ss, scale=1.0 / H, bias=eps)
+        nk.store(out[rows, :], t * rstd * g)
+
+
+@nk.kernel
+def matmul(c, a, b):
+    """c[M, N] = a[M, K] @ b[K, N]: m by 128, n by 512, k by 128 into one PSUM bank."""
+    M, K = a.shape
+    N = b.shape[1]
+    for m in nk.affine_range(nk.cdiv(M, 128)):
+        for n in nk.affine_range(nk.cdiv(N, 512)):
+            acc = nk.zeros((128, 512), buffer=nk.psum)
+            for k in nk.affine_range(nk.cdiv(K, 128)):
+                at = nk.load(a.T[k * 128:k * 128 + 128, m * 128:m * 128 + 128], fill=0.0)
+                bt = nk.load(b[k * 128:k * 128 + 128, n * 512:n * 512 + 512], fill=0.0)
+                nk.nc_matmul(at, bt, acc=acc)
+            nk.store(c[m * 128:m * 128 + 128, n * 512:n * 512 + 512], acc)
+
+
+@nk.kernel
+def causal_softmax(out, s):
+    """Row softmax of s with the upper triangle masked (-inf), rows by 128."""
+    L, S = s.shape
+    for i in nk.affine_range(nk.cdiv(L, 128)):
+        t = nk.load(s[i * 128:i * 128 + 128, :])
+        col_minus_row = nk.iota((128, S), base=-(i * 128), partition_step=-1)
+        masked = nk.where(col_minus_row <= 0.0, t, float("-inf"))
+        m = nk.max(masked, axis=1)
+        e = nk.activation("exp", masked, bias=nk.tensor_scalar("mul", m, -1.0))
+        r = nk.reciprocal(nk.sum(e, axis=1))
+        nk.store(out[i * 128:i * 128 + 128, :], e * r)
+
+
+def _modes():
+    return [pytest.param(True, id="simulate"), pytest.param(False, id="neuron")]
+
+
+def _run(k, outs, ins, simulate, **kw):
+    if simulate:
+        k(*outs, *ins, simulate=True, **kw)
+        return [o for o in outs]
+    douts = [o.to(DEV) for o in outs]
+    k(*douts, *[t.to(DEV) for t in ins], **kw)
+    return [o.cpu() for o in douts]
+
+
+@pytest.mark.parametrize("simulate", _modes())
+@pytest.mark.parametrize("dtype,rows,hidden", [(torch.float32, 300, 96), (torch.bfloat16, 130, 64)])
+def test_rmsnorm(simulate, dtype, rows, hidden):
+    torch.manual_seed(0)
+    x = torch.randn(rows, hidden, dtype=dtype)
+    g = torch.rand(hidden) + 0.5
+    (got,) = _run(rmsnorm, [torch.empty_like(x)], [x, g], simulate, eps=1e-6)
+    xf = x.float()
+    ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * g).to(dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(got, ref, **tol)
+
+
+@pytest.mark.parametrize("simulate", _modes())
+@pytest.mark.parametrize("dtype,M,K,N", [(torch.float32, 130, 200, 600), (torch.bfloat16, 5, 17, 9)])
+def test_matmul(simulate, dtype, M, K, N):
+    torch.manual_seed(1)
+    a, b = torch.randn(M, K, dtype=dtype), torch.randn(K, N, dtype=dtype)
+    (got,) = _run(matmul, [torch.empty(M, N)], [a, b], simulate)
+    torch.testing.assert_close(got, a.float() @ b.float(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("simulate", _modes())
+def test_causal_softmax_with_iota_and_where(simulate):
+    torch.manual_seed(2)
+    s = torch.randn(200, 40)
+    (got,) = _run(causal_softmax, [torch.empty_like(s)], [s], simulate)
+    mask = torch.ones(200, 40, dtype=torch.bool).tril()
+    ref = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_traced_once_per_signature():
+    x = torch.randn(10, 8)
+    out = torch.empty_like(x)
+    g = torch.ones(8)
+    rmsnorm.cache.clear()
+    rmsnorm(out, x, g, simulate=True)
+    rmsnorm(out, x * 2, g, simulate=True)
+    assert len(rmsnorm.cache) == 1
+    rmsnorm(torch.empty(11, 8), torch.randn(11, 8), g, simulate=True)
+    assert len(rmsnorm.cache) == 2
+
+
+def test_tracing_errors_point_at_the_kernel_line():
+    @nk.kernel
+    def too_many_partitions(out, x):
+        t = nk.load(x[0:200, :])  # the line the error names
+        nk.store(out[0:200, :], t)
+
+    x = torch.randn(200, 4)
+    with pytest.raises(nk.KernelError) as e:
+        too_many_partitions(torch.empty_like(x), x, simulate=True)
+    assert "test_kernels.py" in str(e.value) and "at most 128 partitions" in str(e.value)
+    assert "t = nk.load(x[0:200, :])" in str(e.value)
+
+
+def test_neurond_refusals_point_at_the_kernel_line():
+    @nk.kernel
+    def wide_matmul(c, a, b):
+        at = nk.load(a.T[0:64, 0:64])
+        bt = nk.load(b[0:64, 0:1024])
+        acc = nk.nc_matmul(at, bt)  # N = 1024: past the tensor engine's moving limit
+        nk.store(c[0:64, 0:1024], acc)
+
+    a, b = torch.randn(64, 64, device=DEV), torch.randn(64, 1024, device=DEV)
+    with pytest.raises(nk.KernelError) as e:
+        wide_matmul(torch.empty(64, 1024, device=DEV), a, b)
+    msg = str(e.value)
+    assert "N <= 512" in msg and "acc = nk.nc_matmul(at, bt)" in msg, msg

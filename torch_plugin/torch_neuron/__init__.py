@@ -82,7 +82,14 @@ def _load():
 
     _distributed.register()
     # Modules `import torch` does not load: adapted when (if) they are imported.
+    _import_hooks.after_import("torch._dynamo.device_interface", _register_dynamo_device)
     _import_hooks.after_import("torch.nn.attention.flex_attention", _allow_flex_attention)
+
+
+def _register_dynamo_device():
+    from . import _dynamo_device
+
+    _dynamo_device.register()
 
 
 def _allow_flex_attention():

@@ -23,6 +23,9 @@ from the host, draws random numbers, or names memory from outside it) runs op by
 through the eager kernels; ``stats()`` says which and why. Shapes are static: a
 new input shape is a new program (and Dynamo recompiles under its guards);
 ``dynamic=True`` is refused.
+
+FlexAttention's higher-order op is replaced by its dense kernel before
+AOTAutograd (_flex_attention.py), so it becomes aten ops in the same programs.
 """
 import collections
 import logging

@@ -91,18 +91,24 @@ else
 	record "asan build" 0 1
 fi
 
-step "Fuzzing the control-message decoder, command validation and tile programs (${fuzz_seconds}s each, build-fuzz/)"
+step "Fuzzing the control-message decoder, command validation, program validation and tile programs (${fuzz_seconds}s each, build-fuzz/)"
 if [[ ! -f build-fuzz/build.ninja ]]; then
 	CC=clang CXX=clang++ meson setup build-fuzz -Dfuzzers=true -Dtests=disabled \
 		-Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
 if ninja -C build-fuzz -j"$jobs" tests/fuzz/fuzz-control tests/fuzz/fuzz-command tests/fuzz/fuzz-command-seeds \
-	tests/fuzz/fuzz-tile tests/fuzz/fuzz-tile-seeds >build-fuzz/ninja-output.txt 2>&1; then
-	for target in fuzz-control fuzz-command fuzz-tile; do
+	tests/fuzz/fuzz-tile tests/fuzz/fuzz-tile-seeds tests/fuzz/fuzz-program >build-fuzz/ninja-output.txt 2>&1; then
+	for target in fuzz-control fuzz-command fuzz-program fuzz-tile; do
 		corpus=build-fuzz/corpus-$target
 		mkdir -p "$corpus"
-		max_len=1100 # a ring slot; a tile program: its header, arguments and a dozen instructions
+		max_len=1100 # a ring slot, a control frame
 		[[ $target == fuzz-command ]] && build-fuzz/tests/fuzz/fuzz-command-seeds "$corpus"
+		if [[ $target == fuzz-program ]]; then
+			# Programs torch.compile registered (tests/fuzz/capture_program_seeds.py).
+			cp tests/fuzz/program_seeds/*.pb "$corpus"/
+			max_len=65536
+		fi
+		# A tile program: its header, arguments and a dozen instructions.
 		[[ $target == fuzz-tile ]] && build-fuzz/tests/fuzz/fuzz-tile-seeds "$corpus" && max_len=12000
 		if build-fuzz/tests/fuzz/$target -max_total_time="$fuzz_seconds" -timeout=10 -max_len="$max_len" \
 			-rss_limit_mb=4096 -print_final_stats=1 "$corpus" >build-fuzz/$target.log 2>&1; then

@@ -2,9 +2,13 @@
 // replay itself is a ring submission (neuron_submit_program, queue.cpp).
 #include "internal.h"
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -50,6 +54,24 @@ void encode_node(const neuron_program_node &n, api::ProgramNode *out)
 		out->add_deps(n.deps[k]);
 	if (n.label)
 		out->set_label(n.label);
+}
+
+// NEURON_PROGRAM_DUMP_DIR=DIR: each program registered is also written to
+// DIR/program-<pid>-<n>.pb, the serialized Program message as sent (`protoc
+// --decode=neuron.api.Program contracts/neuron.proto` reads it; the fuzz-program
+// target's seeds are such files). A debugging aid: a failure to write says so
+// on stderr and registration carries on.
+void dump_program(const api::Program &p)
+{
+	const char *dir = std::getenv("NEURON_PROGRAM_DUMP_DIR");
+	if (!dir || !*dir)
+		return;
+	static std::atomic<unsigned> count{0};
+	const std::string path = std::string(dir) + "/program-" + std::to_string(getpid()) + "-" +
+				 std::to_string(count.fetch_add(1)) + ".pb";
+	std::ofstream out(path, std::ios::binary | std::ios::trunc);
+	if (!(out << p.SerializeAsString()))
+		std::fprintf(stderr, "libneuron: NEURON_PROGRAM_DUMP_DIR: cannot write %s\n", path.c_str());
 }
 
 // A sealed memfd holding `bytes`, or -1 (errno set).
@@ -109,6 +131,7 @@ extern "C" neuron_status neuron_program_register_kernels(neuron_client *c, const
 								" has no data");
 		p->add_tile_programs(static_cast<const char *>(tiles[k].data), tiles[k].size);
 	}
+	dump_program(*p);
 	int fd = -1;
 	if (p->ByteSizeLong() > kInlineLimit) {
 		fd = memfd_with(p->SerializeAsString());

@@ -12,9 +12,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_neuron.compiler as nc
-from models import MLP, TinyLM
+from models import CNN, MLP, TinyLM
 
 RTOL, ATOL = 2e-3, 2e-4
+# As test_training.py's CNN: convolutions sum in another order than the CPU's and
+# SGD with momentum amplifies the last bits over the steps.
+CNN_RTOL, CNN_ATOL = 3e-2, 3e-3
 
 
 @pytest.fixture(autouse=True)
@@ -79,12 +82,13 @@ def train(model, opt_fn, batches, device, compile_it):
     return [float(l) for l in losses]
 
 
-def compare_training(model, opt_fn, batches):
+def compare_training(model, opt_fn, batches, rtol=RTOL, atol=ATOL):
     ref = copy.deepcopy(model)
     dev_losses = train(model, opt_fn, batches, "neuron", True)
     cpu_losses = train(ref, opt_fn, batches, "cpu", False)
-    torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=rtol, atol=atol)
     assert cpu_losses[-1] < cpu_losses[0]
+    return ref  # trained on the CPU
 
 
 def test_mlp_training_50_steps_matches_cpu():
@@ -118,6 +122,51 @@ def test_transformer_lm_inference_matches_cpu():
         ref = model(idx)
         for _ in range(2):
             torch.testing.assert_close(dev(idx.to("neuron")).cpu(), ref, rtol=1e-4, atol=1e-4)
+
+
+def assert_max_pool_table_keeps_it_op_by_op(s):
+    # Known gap (issue 14): max pooling's window-position table is built on the host at its
+    # first use and then cached on the device for the process, memory a program
+    # cannot name yet (it would have to be bound as an argument), so the CNN's
+    # graphs run op by op, with that reason. When the table becomes a program
+    # argument, this fails: assert programs and replays instead.
+    assert s.get("programs", 0) == 0 and s.get("replays", 0) == 0, s
+    assert any("max_pool2d_with_indices" in r for r in s["eager_reasons"]), s
+
+
+def test_cnn_inference_matches_cpu():
+    torch.manual_seed(5)
+    model = CNN()
+    for _ in range(3):  # batch norm's running statistics away from their initial values
+        model(torch.randn(16, 1, 28, 28))
+    model.eval()
+    dev = torch.compile(copy.deepcopy(model).to("neuron"), backend="neuron")
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(8, 1, 28, 28)
+            torch.testing.assert_close(dev(x.to("neuron")).cpu(), model(x), rtol=1e-4, atol=1e-4)
+    s = nc.stats()
+    assert s.get("graphs_inference") == 1, s
+    assert_max_pool_table_keeps_it_op_by_op(s)
+
+
+def test_cnn_training_50_steps_matches_cpu():
+    # conv, batch norm (training: batch statistics, running statistics updated),
+    # max and average pooling, forward and backward.
+    torch.manual_seed(6)
+    data = [(torch.randn(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(4)]
+    batches = [data[i % 4] for i in range(50)]
+    model = CNN()
+    ref = compare_training(model, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), batches, CNN_RTOL, CNN_ATOL)
+    s = nc.stats()
+    assert s.get("graphs_forward") == 1 and s.get("graphs_backward") == 1, s
+    # The backward graph (max pooling's backward needs no table) is a program,
+    # replayed from the second step; the forward runs op by op (see above).
+    assert s.get("programs") == 1 and s.get("replays") == 49, s
+    assert any("max_pool2d_with_indices" in r for r in s["eager_reasons"]), s
+    # The running statistics the compiled graphs updated, against the CPU's.
+    torch.testing.assert_close(model.bn.running_mean.cpu(), ref.bn.running_mean, rtol=CNN_RTOL, atol=CNN_ATOL)
+    torch.testing.assert_close(model.bn.running_var.cpu(), ref.bn.running_var, rtol=CNN_RTOL, atol=CNN_ATOL)
 
 
 def test_graph_break_falls_back_to_eager_for_that_part():

@@ -170,8 +170,18 @@ void op_program_release(int64_t handle)
 		g = std::move(it->second);
 		g_registry.erase(it);
 	}
-	if (connected())
-		(void)neuron_program_release(client(), g->id);
+	if (!connected())
+		return;
+	// A replay submitted on the stream may not have been admitted yet, and
+	// neurond faults an EXEC_PROGRAM that names a deregistered program (only
+	// admitted ones finish): let the stream drain first. (If the stream faulted,
+	// the report surfaces here, in the graph's release, and the stream has been
+	// reset; the release goes on.)
+	try {
+		sync_stream(*const_cast<StreamQueues *>(g->stream));
+	} catch (const std::exception &) {
+	}
+	(void)neuron_program_release(client(), g->id);
 }
 
 } // namespace

@@ -78,9 +78,24 @@ def _load():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _patch_printing()
-    from . import _distributed
+    from . import _distributed, _import_hooks
 
     _distributed.register()
+    # Modules `import torch` does not load: adapted when (if) they are imported.
+    _import_hooks.after_import("torch._dynamo.device_interface", _register_dynamo_device)
+    _import_hooks.after_import("torch.nn.attention.flex_attention", _allow_flex_attention)
+
+
+def _register_dynamo_device():
+    from . import _dynamo_device
+
+    _dynamo_device.register()
+
+
+def _allow_flex_attention():
+    from . import _flex_attention
+
+    _flex_attention.allow_neuron()
 
 
 def _register_unavailable():

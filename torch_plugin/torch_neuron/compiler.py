@@ -23,6 +23,9 @@ from the host, draws random numbers, or names memory from outside it) runs op by
 through the eager kernels; ``stats()`` says which and why. Shapes are static: a
 new input shape is a new program (and Dynamo recompiles under its guards);
 ``dynamic=True`` is refused.
+
+FlexAttention's higher-order op is replaced by its dense kernel before
+AOTAutograd (_flex_attention.py), so it becomes aten ops in the same programs.
 """
 import collections
 import logging
@@ -33,6 +36,8 @@ import weakref
 import torch
 import torch.fx
 from torch.utils import _pytree as pytree
+
+from . import _flex_attention
 
 __all__ = ["neuron_backend", "stats", "reset_stats"]
 
@@ -252,21 +257,38 @@ def _views_to_reshapes(gm):
     return gm
 
 
+def _tensor_attributes(gm):
+    """The graph's get_attr nodes that name a tensor (constants tracing made, such
+    as torch.tensor(-inf) in FlexAttention's dense kernel), with their values."""
+    consts = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = gm
+            for part in node.target.split("."):
+                value = getattr(value, part, None)
+            if isinstance(value, torch.Tensor):
+                consts[node] = value
+    return consts
+
+
 def _fold_constants(gm):
-    """Nodes that take no tensor (arange, full, zeros...) make the same tensor on
-    every call: the graph takes them as inputs after its own instead, and the
-    runner makes them once, at its first call (outside any fake mode), so a
-    replay binds them rather than running them (arange is computed on the host
-    and copied, which a program cannot hold). Random ops are left. Returns the
-    folded nodes' (op, args, kwargs)."""
+    """Nodes that take no tensor, or only constants (arange, full, zeros, a
+    lifted torch.tensor...) make the same tensor on every call: the graph takes
+    them as inputs after its own instead, and the runner makes them once, at its
+    first call (outside any fake mode), so a replay binds them rather than running
+    them (arange is computed on the host and copied, and a constant's memory is
+    outside the graph: a program can hold neither). Random ops are left. Returns
+    the folded nodes' (op, args, kwargs, placeholder name)."""
+    consts = _tensor_attributes(gm)
     folded = []
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         if torch.Tag.nondeterministic_seeded in node.target.tags:
             continue
-        if any(n.op != "placeholder" or not n.name.startswith("_neuron_const_") for n in node.all_input_nodes):
-            continue  # it reads something other than folded constants
+        if any(n not in consts and (n.op != "placeholder" or not n.name.startswith("_neuron_const_"))
+               for n in node.all_input_nodes):
+            continue  # it reads something other than constants
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor) or val.device.type != "neuron":
             continue
@@ -274,9 +296,14 @@ def _fold_constants(gm):
         with gm.graph.inserting_before(anchor):
             ph = gm.graph.placeholder(f"_neuron_const_{len(folded)}")
         ph.meta.update(node.meta)
-        folded.append((node.target, node.args, node.kwargs, ph.name))  # before erase_node clears them
+        inline = lambda n: consts.get(n, n)  # noqa: E731 - constants by value, folded nodes by name
+        folded.append((node.target, torch.fx.node.map_arg(node.args, inline),
+                       torch.fx.node.map_arg(node.kwargs, inline), ph.name))  # before erase_node clears them
         node.replace_all_uses_with(ph)
         gm.graph.erase_node(node)
+    for node in consts:
+        if not node.users:
+            gm.graph.erase_node(node)
     if folded:
         gm.graph.lint()
         gm.recompile()
@@ -311,5 +338,8 @@ def neuron_backend(gm, example_inputs, **kwargs):
     from torch._dynamo.backends.common import aot_autograd
 
     _count("dynamo_graphs")
+    flex_nodes = _flex_attention.decompose(gm)  # FlexAttention: its dense kernel, traced by AOTAutograd
+    if flex_nodes:
+        _count("flex_attention_nodes", flex_nodes)
     return aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
                         inference_compiler=_compiler("inference"))(gm, example_inputs)

@@ -23,15 +23,16 @@ suite_args kmd "$@"
 mkdir -p "$SUITE_WORK/obj"
 
 # --- 1. static kmd_test ---------------------------------------------------------
-# The kmd backend and what it builds on (the gate, the scheduler's tiling and the
-# programs its engine replays, the backend interface, the simulated chip's address
-# layout); not backend/select.cpp,
-# which would pull in the emu backend.
+# The kmd backend and what it builds on: the gate, the scheduler's tiling, the
+# programs and tile kernels its engine replays, the backend interface (all of it but
+# backend/select.cpp, which would pull in the emu backend), the simulated chip's
+# address layout. Whole directories, so that a new file there cannot break the link.
 rt=$ROOT/runtime
-srcs=("$rt"/kernels/*.cpp "$rt"/gate/*.cpp "$rt"/program/*.cpp "$rt"/sched/*.cpp "$rt"/chip/*.cpp "$rt"/kmd/*.cpp
-      "$rt"/backend/device_backend.cpp "$rt"/backend/queue.cpp "$rt"/backend/tenant_memory.cpp
-      "$ROOT"/tests/kmd/kmd_test.cpp)
-hdrs=("$rt"/kernels/*.h "$rt"/gate/*.h "$rt"/program/*.h "$rt"/sched/*.h "$rt"/chip/*.h "$rt"/kmd/*.h "$rt"/backend/*.h
+backend_srcs=()
+for f in "$rt"/backend/*.cpp; do [ "$(basename "$f")" = select.cpp ] || backend_srcs+=("$f"); done
+srcs=("$rt"/kernels/*.cpp "$rt"/gate/*.cpp "$rt"/program/*.cpp "$rt"/tile/*.cpp "$rt"/sched/*.cpp "$rt"/chip/*.cpp
+      "$rt"/kmd/*.cpp "${backend_srcs[@]}" "$ROOT"/tests/kmd/kmd_test.cpp)
+hdrs=("$rt"/kernels/*.h "$rt"/gate/*.h "$rt"/program/*.h "$rt"/tile/*.h "$rt"/sched/*.h "$rt"/chip/*.h "$rt"/kmd/*.h "$rt"/backend/*.h
       "$ROOT"/contracts/include/neuron/*.h "$ROOT"/contracts/include/neuron/*.hpp
       "$ROOT"/driver/include/uapi/drm/neuron_accel.h)
 BIN=$SUITE_WORK/kmd_test

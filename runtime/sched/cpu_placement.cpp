@@ -17,7 +17,7 @@ CpuPlacement CpuPlacement::none(std::string reason)
 CpuPlacement CpuPlacement::plan(const std::vector<int> &allowed, uint32_t cores, int threads_per_core)
 {
 	if (cores == 0 || threads_per_core < 1)
-		return none("no cores");
+		return none("no engine threads to place");
 	const uint64_t wanted = uint64_t{cores} * uint64_t(threads_per_core);
 	if (wanted > allowed.size())
 		return none(std::to_string(cores) + " cores x " + std::to_string(threads_per_core) + " threads for " +

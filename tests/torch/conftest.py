@@ -94,3 +94,16 @@ def strict():
     torch.ops.neuron.set_fallback_strict(True)
     yield
     torch.ops.neuron.set_fallback_strict(False)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Empty Dynamo caches and torch_neuron.compiler's counters around a test (the
+    compile tests use it through pytestmark)."""
+    import torch
+    import torch_neuron.compiler as nc
+    torch._dynamo.reset()
+    nc.reset_stats()
+    yield
+    torch._dynamo.reset()
+

@@ -20,12 +20,8 @@ RTOL, ATOL = 2e-3, 2e-4
 CNN_RTOL, CNN_ATOL = 3e-2, 3e-3
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    nc.reset_stats()
-    yield
-    torch._dynamo.reset()
+# Each test starts from empty Dynamo caches and compile counters (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_backend_is_registered_by_entry_point():

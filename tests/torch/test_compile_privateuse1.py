@@ -25,12 +25,8 @@ import torch_neuron.compiler as nc
 DEV = "neuron"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    nc.reset_stats()
-    yield
-    torch._dynamo.reset()
+# Each test starts from empty Dynamo caches and compile counters (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_backend_is_listed():

@@ -24,12 +24,8 @@ BLOCK = 32
 RTOL, ATOL = 1e-4, 1e-5
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    nc.reset_stats()
-    yield
-    torch._dynamo.reset()
+# Each test starts from empty Dynamo caches and compile counters (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def sliding_causal(b, h, q_idx, kv_idx):

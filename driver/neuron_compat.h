@@ -17,7 +17,7 @@
 static inline int
 neuron_sched_init(struct drm_gpu_scheduler *sched,
 		  const struct drm_sched_backend_ops *ops,
-		  struct workqueue_struct *timeout_wq, long timeout,
+		  struct workqueue_struct *submit_wq, long timeout,
 		  const char *name, struct device *dev)
 {
 #ifdef NEURON_HAVE_SCHED_INIT_ARGS
@@ -25,16 +25,16 @@ neuron_sched_init(struct drm_gpu_scheduler *sched,
 		.ops = ops,
 		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
 		.credit_limit = 1,
+		.submit_wq = submit_wq,
 		.timeout = timeout,
-		.timeout_wq = timeout_wq,
 		.name = name,
 		.dev = dev,
 	};
 
 	return drm_sched_init(sched, &args);
 #else
-	return drm_sched_init(sched, ops, NULL, DRM_SCHED_PRIORITY_COUNT, 1, 0,
-			      timeout, timeout_wq, NULL, name, dev);
+	return drm_sched_init(sched, ops, submit_wq, DRM_SCHED_PRIORITY_COUNT,
+			      1, 0, timeout, NULL, NULL, name, dev);
 #endif
 }
 

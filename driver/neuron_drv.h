@@ -136,6 +136,7 @@ struct neuron_hbm {
  * @slot: index in the per-file entity and statistics arrays
  * @name: scheduler name
  * @sched: the DRM scheduler of this queue
+ * @submit_wq: the scheduler's ordered, high-priority submit workqueue
  * @fence_context: fence context of the hardware fences
  * @seqno: last hardware fence seqno (run_job calls of a queue are serialised)
  * @fence_lock: lock of the hardware fences (taken irq-safe by dma_fence)
@@ -155,6 +156,7 @@ struct neuron_queue {
 	u32 slot;
 	char name[24];
 	struct drm_gpu_scheduler sched;
+	struct workqueue_struct *submit_wq;
 	u64 fence_context;
 	u64 seqno;
 	spinlock_t fence_lock;	/* see @fence_lock above */

@@ -175,6 +175,7 @@ int neuron_queue_init(struct neuron_device *ndev, struct neuron_queue *q,
 		      u32 type, u32 index, u32 slot)
 {
 	bool core = type == DRM_NEURON_QUEUE_CORE;
+	int ret;
 
 	q->ndev = ndev;
 	q->type = type;
@@ -186,8 +187,24 @@ int neuron_queue_init(struct neuron_device *ndev, struct neuron_queue *q,
 	INIT_LIST_HEAD(&q->dma_jobs);
 	INIT_WORK(&q->dma_work, neuron_dma_work);
 	q->fence_context = dma_fence_context_alloc(1);
-	return neuron_sched_init(&q->sched, &neuron_sched_ops, NULL,
-				 MAX_SCHEDULE_TIMEOUT, q->name, ndev->drm.dev);
+	/*
+	 * The scheduler's own submit workqueue, ordered (run_job and free_job
+	 * of one queue never overlap, as with drm_sched's default) but high
+	 * priority: every job of an inference tenant passes through run_job,
+	 * and a normal-priority kworker waits behind a trainer's busy threads
+	 * for a CPU (the inference tail of runtime/kmd/README.md).
+	 */
+	q->submit_wq = alloc_ordered_workqueue("neuron-%s-%s", WQ_HIGHPRI,
+					       dev_name(ndev->drm.dev), q->name);
+	if (!q->submit_wq)
+		return -ENOMEM;
+	ret = neuron_sched_init(&q->sched, &neuron_sched_ops, q->submit_wq,
+				MAX_SCHEDULE_TIMEOUT, q->name, ndev->drm.dev);
+	if (ret) {
+		destroy_workqueue(q->submit_wq);
+		q->submit_wq = NULL;
+	}
+	return ret;
 }
 
 /* No job is left (neuron_device_destroy waited): the DMA worker is idle. */
@@ -195,6 +212,8 @@ void neuron_queue_fini(struct neuron_queue *q)
 {
 	cancel_work_sync(&q->dma_work);
 	drm_sched_fini(&q->sched);
+	destroy_workqueue(q->submit_wq);
+	q->submit_wq = NULL;
 }
 
 /**

@@ -3,6 +3,8 @@
 #include "log.h"
 #include "text.h"
 
+#include <neuron/cmd.h>
+
 #include <algorithm>
 
 namespace neuron::daemon {
@@ -13,6 +15,7 @@ constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMinSecret = 16, kMaxSecret = 64;
 constexpr uint32_t kMaxWorld = 256;
 constexpr uint32_t kMaxTimeoutMs = 3'600'000;
+constexpr int kMaxP2POps = 1024; // per CollectiveP2P (all_to_all: 2 per peer)
 
 // Equal secrets without a timing side channel on where they first differ.
 bool same_secret(const std::string &a, const std::string &b)
@@ -35,6 +38,27 @@ std::string describe(const api::CollectiveRun &r)
 {
 	return std::string(collective_name(r.op())) + "(reduce " + api::ReduceOp_Name(r.reduce()) + ", dtype " +
 	       std::to_string(r.dtype()) + ", count " + std::to_string(r.count()) + ", root " + std::to_string(r.root()) +
+	       ")";
+}
+
+const char *dtype_name(uint32_t dtype)
+{
+	switch (dtype) {
+	case NEURON_DTYPE_F32: return "f32";
+	case NEURON_DTYPE_BF16: return "bf16";
+	case NEURON_DTYPE_F16: return "f16";
+	case NEURON_DTYPE_I32: return "i32";
+	case NEURON_DTYPE_I64: return "i64";
+	case NEURON_DTYPE_U8: return "u8";
+	default: return "?";
+	}
+}
+
+// "send to rank 1 (tag 3, 16 elements of f32)"
+std::string describe(const api::P2POp &op)
+{
+	return std::string(op.send() ? "send to" : "recv from") + " rank " + std::to_string(op.peer()) + " (tag " +
+	       std::to_string(op.tag()) + ", " + std::to_string(op.count()) + " elements of " + dtype_name(op.dtype()) +
 	       ")";
 }
 
@@ -144,7 +168,7 @@ void CollectiveGroups::join(const Tenant &channel, const api::CollectiveJoin &re
 					    "' has joined already");
 	}
 	g->members[req.rank()] = Member{channel.id(), member->id(), member->context(), member->peer().pid, false,
-					std::move(waiting), std::nullopt};
+					std::move(waiting), std::nullopt, 0, 0, nullptr};
 	NLOG_INFO("collective.join", member->log_fields() + " group=" + std::to_string(g->id) + " rank=" +
 					     std::to_string(req.rank()) + "/" + std::to_string(req.world_size()));
 	if (std::any_of(g->members.begin(), g->members.end(), [](const auto &m) { return !m; }))
@@ -193,6 +217,129 @@ void CollectiveGroups::run(const Tenant &channel, const api::CollectiveRun &req,
 	m.waiting = std::move(waiting);
 	m.arrived = req;
 	arrive(*g, rank);
+}
+
+void CollectiveGroups::p2p(const Tenant &channel, const api::CollectiveP2P &req, Reply reply)
+{
+	std::optional<Reply> waiting(std::move(reply));
+	uint32_t rank = 0;
+	Group *g = group_of_channel(req.group_id(), channel.id(), &rank);
+	if (!g)
+		return answer_error(waiting, api::ERROR_NOT_FOUND,
+				    "CollectiveP2P: group " + std::to_string(req.group_id()) +
+					    " does not exist or this connection did not join it");
+	if (!g->broken.empty())
+		return answer_error(waiting, api::ERROR_ABORTED, "CollectiveP2P: group '" + g->name + "' is broken: " + g->broken);
+	Member &m = *g->members[rank];
+	if (m.waiting)
+		return answer_error(waiting, api::ERROR_INVALID_ARGUMENT,
+				    "CollectiveP2P: rank " + std::to_string(rank) + "'s previous request is still waiting");
+	if (req.ops_size() < 1 || req.ops_size() > kMaxP2POps)
+		return answer_error(waiting, api::ERROR_INVALID_ARGUMENT,
+				    "CollectiveP2P: " + std::to_string(req.ops_size()) + " ops; a batch holds 1.." +
+					    std::to_string(kMaxP2POps));
+	const uint32_t world = static_cast<uint32_t>(g->members.size());
+	for (int i = 0; i < req.ops_size(); ++i)
+		if (auto why = check_p2p_op(req.ops(i), rank, world); !why.empty())
+			return answer_error(waiting, api::ERROR_INVALID_ARGUMENT,
+					    "CollectiveP2P op " + std::to_string(i) + " of rank " + std::to_string(rank) + ": " + why);
+	m.waiting = std::move(waiting);
+	m.p2p_left = static_cast<uint32_t>(req.ops_size());
+	++m.p2p_batch;
+	if (!m.p2p_timer)
+		m.p2p_timer = std::make_shared<boost::asio::steady_timer>(io_);
+	m.p2p_timer->expires_after(std::chrono::milliseconds(g->timeout_ms));
+	m.p2p_timer->async_wait([this, id = g->id, rank, batch = m.p2p_batch](const boost::system::error_code &ec) {
+		if (!ec)
+			p2p_timed_out(id, rank, batch);
+	});
+	const uint64_t id = g->id;
+	for (const auto &op : req.ops()) {
+		auto it = groups_.find(id);
+		if (it == groups_.end() || !it->second.broken.empty())
+			return; // a mismatch broke it: every waiting member heard why
+		post(it->second, rank, op);
+	}
+}
+
+void CollectiveGroups::post(Group &g, uint32_t rank, const api::P2POp &op)
+{
+	// Matching is by (sender, receiver, tag) in posting order, as MPI and NCCL do.
+	auto match = std::find_if(g.posted.begin(), g.posted.end(), [&](const Posted &p) {
+		return p.rank == op.peer() && p.op.peer() == rank && p.op.send() != op.send() && p.op.tag() == op.tag();
+	});
+	if (match == g.posted.end()) {
+		g.posted.push_back(Posted{rank, op});
+		return;
+	}
+	const Posted other = *match;
+	g.posted.erase(match);
+	const api::P2POp &send = op.send() ? op : other.op;
+	const api::P2POp &recv = op.send() ? other.op : op;
+	const uint32_t from = op.send() ? rank : other.rank, to = op.send() ? other.rank : rank;
+	if (send.dtype() != recv.dtype() || send.count() != recv.count())
+		return break_group(g, api::ERROR_INVALID_ARGUMENT,
+				   "point-to-point in group '" + g.name + "': rank " + std::to_string(to) + "'s recv from rank " +
+					   std::to_string(from) + " (tag " + std::to_string(recv.tag()) + ") expects " +
+					   std::to_string(recv.count()) + " elements of " + dtype_name(recv.dtype()) +
+					   ", but rank " + std::to_string(from) + "'s send has " + std::to_string(send.count()) +
+					   " elements of " + dtype_name(send.dtype()) + "; nothing moved");
+	CollectiveJob job;
+	job.copies.push_back(CollectiveCopy{CollectiveOperand{g.members[from]->ctx, send.device(), send.address(), 0},
+					    CollectiveOperand{g.members[to]->ctx, recv.device(), 0, recv.address()}, from,
+					    to, send.count() * collective_element_size(send.dtype())});
+	job.done = [this, id = g.id, from, to](int bad_rank, const std::string &error) {
+		copied(id, from, to, bad_rank, error);
+	};
+	++g.copies;
+	runner_.submit(std::move(job));
+}
+
+void CollectiveGroups::copied(uint64_t group_id, uint32_t from, uint32_t to, int bad_rank, const std::string &error)
+{
+	auto it = groups_.find(group_id);
+	if (it == groups_.end())
+		return;
+	Group &g = it->second;
+	--g.copies;
+	if (!g.broken.empty()) {
+		if (!busy(g))
+			break_group(g, g.broken_code, g.broken); // it waited for the copies to end
+		return;
+	}
+	if (bad_rank >= 0)
+		return break_group(g, api::ERROR_INVALID_ARGUMENT,
+				   "point-to-point from rank " + std::to_string(from) + " to rank " + std::to_string(to) +
+					   " moved no data: rank " + std::to_string(bad_rank) + "'s buffer was refused: " + error);
+	for (uint32_t r : {from, to}) {
+		Member &m = *g.members[r];
+		if (m.p2p_left > 0 && --m.p2p_left == 0) {
+			m.p2p_timer->cancel();
+			api::Response resp;
+			resp.mutable_ok();
+			answer(m.waiting, resp);
+		}
+	}
+}
+
+void CollectiveGroups::p2p_timed_out(uint64_t group_id, uint32_t rank, uint64_t batch)
+{
+	auto it = groups_.find(group_id);
+	if (it == groups_.end())
+		return;
+	Group &g = it->second;
+	const Member &m = *g.members[rank];
+	if (!g.broken.empty() || m.p2p_batch != batch || m.p2p_left == 0)
+		return;
+	std::string reason = "point-to-point of group '" + g.name + "' timed out after " + std::to_string(g.timeout_ms) + " ms: ";
+	auto mine = std::find_if(g.posted.begin(), g.posted.end(), [&](const Posted &p) { return p.rank == rank; });
+	if (mine != g.posted.end())
+		reason += "rank " + std::to_string(rank) + "'s " + describe(mine->op) + " was not matched: rank " +
+			  std::to_string(mine->op.peer()) + " did not post the " + (mine->op.send() ? "recv" : "send");
+	else
+		reason += "rank " + std::to_string(rank) + "'s matched copies did not finish";
+	NLOG_WARN("collective.timeout", "group=" + std::to_string(g.id) + " p2p rank=" + std::to_string(rank));
+	break_group(g, api::ERROR_DEADLINE_EXCEEDED, reason);
 }
 
 void CollectiveGroups::arrive(Group &g, uint32_t rank)
@@ -284,20 +431,28 @@ void CollectiveGroups::finished(uint64_t group_id, int bad_rank, const std::stri
 				  what + " moved no data: rank " + std::to_string(bad_rank) + "'s operands were refused: " + error);
 		answer(m.waiting, resp);
 	}
-	if (!g.broken.empty())
-		maybe_free(group_id);
+	if (!g.broken.empty() && !busy(g))
+		break_group(g, g.broken_code, g.broken); // answers whoever else waits, frees
 }
 
 void CollectiveGroups::break_group(Group &g, api::ErrorCode code, const std::string &reason)
 {
-	if (g.broken.empty())
+	if (g.broken.empty()) {
 		g.broken = reason;
+		g.broken_code = code;
+	}
 	g.timer->cancel();
-	if (g.running)
-		return; // the run finishes (its memory is locked); finished() answers
+	// A run or copies in flight finish (their memory is locked); finished() and
+	// copied() answer, then call here again.
+	if (busy(g))
+		return;
+	g.posted.clear();
 	for (auto &m : g.members)
 		if (m) {
 			m->arrived.reset();
+			m->p2p_left = 0;
+			if (m->p2p_timer)
+				m->p2p_timer->cancel();
 			answer_error(m->waiting, code, reason);
 		}
 	maybe_free(g.id);
@@ -331,7 +486,7 @@ void CollectiveGroups::session_gone(uint64_t session_id)
 void CollectiveGroups::maybe_free(uint64_t group_id)
 {
 	auto it = groups_.find(group_id);
-	if (it == groups_.end() || it->second.running || it->second.broken.empty())
+	if (it == groups_.end() || busy(it->second) || it->second.broken.empty())
 		return;
 	// A member still connected may ask again and should hear why; the group goes
 	// once all have left, or at once if none is waiting on a formed group.

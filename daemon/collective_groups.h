@@ -35,6 +35,7 @@ public:
 
 	void join(const Tenant &channel, const api::CollectiveJoin &req, Reply reply);
 	void run(const Tenant &channel, const api::CollectiveRun &req, Reply reply);
+	void p2p(const Tenant &channel, const api::CollectiveP2P &req, Reply reply);
 	// A session ended (either a member's channel or a member tenant): its groups break.
 	void session_gone(uint64_t session_id);
 	size_t group_count() const { return groups_.size(); }
@@ -48,6 +49,16 @@ private:
 		bool gone = false;
 		std::optional<Reply> waiting; // its join or run, not answered yet
 		std::optional<api::CollectiveRun> arrived; // its run at the group's seq
+		// Its CollectiveP2P (answered in `waiting`): ops not yet moved, and a
+		// timer for its oldest unmatched op.
+		uint32_t p2p_left = 0;
+		uint64_t p2p_batch = 0; // which batch the timer is for
+		std::shared_ptr<boost::asio::steady_timer> p2p_timer;
+	};
+	// A posted, unmatched point-to-point op of a member.
+	struct Posted {
+		uint32_t rank = 0;
+		api::P2POp op;
 	};
 	struct Group {
 		uint64_t id = 0;
@@ -59,6 +70,9 @@ private:
 		bool running = false;  // the runner holds the collective of seq
 		uint64_t seq = 0;      // the collective being collected
 		std::string broken;    // why it takes no more work ("" while healthy)
+		api::ErrorCode broken_code = api::ERROR_ABORTED;
+		std::vector<Posted> posted; // in posting order
+		uint32_t copies = 0;   // point-to-point jobs the runner holds
 		std::unique_ptr<boost::asio::steady_timer> timer;
 	};
 
@@ -69,6 +83,11 @@ private:
 	void timed_out(uint64_t group_id, const std::string &what);
 	void launch(Group &g);
 	void finished(uint64_t group_id, int bad_rank, const std::string &error);
+	// A member posts one op: it matches the oldest compatible op of its peer or waits.
+	void post(Group &g, uint32_t rank, const api::P2POp &op);
+	void p2p_timed_out(uint64_t group_id, uint32_t rank, uint64_t batch);
+	void copied(uint64_t group_id, uint32_t from, uint32_t to, int bad_rank, const std::string &error);
+	bool busy(const Group &g) const { return g.running || g.copies > 0; }
 	// Breaks the group: every member still waiting gets `code` with the reason.
 	void break_group(Group &g, api::ErrorCode code, const std::string &reason);
 	// Erases the group once it is broken, not running, and no member is connected.

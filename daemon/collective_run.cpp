@@ -18,7 +18,11 @@ constexpr uint64_t kChunkBytes = 256 * 1024;
 // Far above any HBM; keeps count * world_size * element size clear of overflow.
 constexpr uint64_t kMaxCount = uint64_t(1) << 40;
 
-uint64_t element_size(uint32_t dtype)
+uint64_t element_size(uint32_t dtype) { return collective_element_size(dtype); }
+
+} // namespace
+
+uint64_t collective_element_size(uint32_t dtype)
 {
 	switch (dtype) {
 	case NEURON_DTYPE_F32: case NEURON_DTYPE_I32: return 4;
@@ -27,6 +31,8 @@ uint64_t element_size(uint32_t dtype)
 	default: return 1;
 	}
 }
+
+namespace {
 
 CollectiveReduce reduce_of(api::ReduceOp op)
 {
@@ -171,8 +177,50 @@ std::string check_collective_spec(const api::CollectiveRun &s, uint32_t world)
 	return {};
 }
 
+std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world)
+{
+	if (op.peer() >= world)
+		return "peer " + std::to_string(op.peer()) + " is not a rank of this group of " + std::to_string(world);
+	if (op.peer() == rank)
+		return std::string(op.send() ? "send to" : "recv from") + " rank " + std::to_string(rank) +
+		       " is this member itself (copy the tensor instead)";
+	if (!kernels::is_collective_dtype(static_cast<uint8_t>(op.dtype())) || op.dtype() > 255)
+		return "dtype " + std::to_string(op.dtype()) + " is not one collectives take (f32, bf16, f16, i32, i64, u8)";
+	if (op.count() > kMaxCount)
+		return "count " + std::to_string(op.count()) + " is above the limit of 2^40 elements";
+	return {};
+}
+
+namespace {
+
+// The matched pairs of a CollectiveP2P; the rank whose buffer was refused and why.
+std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies)
+{
+	for (const auto &c : copies) {
+		if (c.bytes == 0)
+			continue;
+		// Both members' memory stays put while the bytes move; one lock if both
+		// ranks are one tenant's (a group may hold a tenant once, but be safe).
+		std::shared_lock a(c.from.ctx->memory().mutex);
+		std::shared_lock<std::shared_mutex> b;
+		if (c.to.ctx != c.from.ctx)
+			b = std::shared_lock(c.to.ctx->memory().mutex);
+		Resolved r;
+		if (auto why = resolve(c.from, c.from.input, c.bytes, "send buffer", &r.in); !why.empty())
+			return {static_cast<int>(c.from_rank), why};
+		if (auto why = resolve(c.to, c.to.output, c.bytes, "recv buffer", &r.out); !why.empty())
+			return {static_cast<int>(c.to_rank), why};
+		std::memmove(r.out, r.in, c.bytes);
+	}
+	return {-1, {}};
+}
+
+} // namespace
+
 std::pair<int, std::string> run_collective(const CollectiveJob &job)
 {
+	if (!job.copies.empty())
+		return run_copies(job.copies);
 	const auto &s = job.spec;
 	const uint32_t world = static_cast<uint32_t>(job.members.size());
 	if (s.op() == api::COLLECTIVE_BARRIER)

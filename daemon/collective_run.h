@@ -33,9 +33,19 @@ struct CollectiveOperand {
 	uint64_t output = 0;
 };
 
+// One matched send/recv pair of a CollectiveP2P: bytes from the sender's input
+// to the receiver's output.
+struct CollectiveCopy {
+	CollectiveOperand from, to; // input of `from`, output of `to`
+	uint32_t from_rank = 0, to_rank = 0;
+	uint64_t bytes = 0;
+};
+
 struct CollectiveJob {
 	api::CollectiveRun spec;                 // op, reduce, dtype, count, root (rank 0's)
 	std::vector<CollectiveOperand> members;  // by rank
+	// Instead of spec: point-to-point copies (members unused).
+	std::vector<CollectiveCopy> copies;
 	// Control thread, after the run: "" per rank, or why that rank's operands were
 	// refused (nothing moved then) in *bad_rank / *error.
 	std::function<void(int bad_rank, const std::string &error)> done;
@@ -43,6 +53,10 @@ struct CollectiveJob {
 
 // Why a run spec is malformed ("" if it is not): op, dtype, count, root.
 std::string check_collective_spec(const api::CollectiveRun &spec, uint32_t world_size);
+// Why a point-to-point op is malformed ("" if it is not): peer, dtype, count.
+std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world_size);
+// Bytes per element of a collective dtype.
+uint64_t collective_element_size(uint32_t dtype);
 // Short name of an op, for messages ("all_reduce").
 const char *collective_name(api::CollectiveOp op);
 

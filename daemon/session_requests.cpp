@@ -67,6 +67,9 @@ bool Session::dispatch(const api::Request &req, std::vector<int> &fds, api::Resp
 	case api::Request::kCollectiveRun:
 		server_.collectives().run(t, req.collective_run(), deferred_reply(req.request_id()));
 		return true;
+	case api::Request::kCollectiveP2P:
+		server_.collectives().p2p(t, req.collective_p2p(), deferred_reply(req.request_id()));
+		return true;
 	case api::Request::kListDevices:
 		list_devices(resp);
 		return true;

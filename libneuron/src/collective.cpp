@@ -50,3 +50,24 @@ extern "C" neuron_status neuron_group_run(neuron_client *c, uint64_t group_id, u
 	api::Response resp;
 	return call(c, req, &resp);
 }
+
+extern "C" neuron_status neuron_group_p2p(neuron_client *c, uint64_t group_id, const struct neuron_p2p_op *ops, size_t n)
+{
+	if (!c || (!ops && n))
+		return fail(NEURON_ERR_INVALID, "neuron_group_p2p: channel and ops must not be NULL");
+	api::Request req;
+	auto *p = req.mutable_collective_p2p();
+	p->set_group_id(group_id);
+	for (size_t i = 0; i < n; ++i) {
+		auto *op = p->add_ops();
+		op->set_send(ops[i].send != 0);
+		op->set_peer(ops[i].peer);
+		op->set_tag(ops[i].tag);
+		op->set_dtype(ops[i].dtype);
+		op->set_count(ops[i].count);
+		op->set_device(ops[i].device);
+		op->set_address(ops[i].address);
+	}
+	api::Response resp;
+	return call(c, req, &resp);
+}

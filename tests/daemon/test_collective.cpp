@@ -225,3 +225,84 @@ DAEMON_TEST(collective, bad_operands_and_mismatches_are_refused)
 	a.close();
 	b.close();
 }
+
+// Point-to-point (CollectiveP2P): a batch that sends and receives at once (both
+// ranks send first: no deadlock), tags pick the match whatever the posting order,
+// and the bytes are the sender's.
+DAEMON_TEST(collective, p2p_batches_match_by_tag)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-p2p");
+	const size_t n = 300, m = 40;
+	const auto va = random_f32(n, 3), vb = random_f32(n, 4), vt = random_f32(m, 5);
+	const uint64_t sa = dev_alloc(a.t.client, n * 4), ra = dev_alloc(a.t.client, n * 4);
+	const uint64_t sb = dev_alloc(b.t.client, n * 4), rb = dev_alloc(b.t.client, n * 4);
+	const uint64_t ta = dev_alloc(a.t.client, m * 4), tb = dev_alloc(b.t.client, m * 4);
+	upload_f32(a.t.dma, sa, va);
+	upload_f32(b.t.dma, sb, vb);
+	upload_f32(a.t.dma, ta, vt);
+	neuron_status s1 = NEURON_OK;
+	std::string e1;
+	std::thread other([&] {
+		// Rank 1 posts the tag-9 recv before the tag-0 one; rank 0 sends tag 0 first.
+		const neuron_p2p_op ops[] = {{0, 0, NEURON_DTYPE_F32, 0, 9, m, tb},
+					     {1, 0, NEURON_DTYPE_F32, 0, 0, n, sb},
+					     {0, 0, NEURON_DTYPE_F32, 0, 0, n, rb}};
+		s1 = neuron_group_p2p(b.channel, b.group, ops, 3);
+		e1 = neuron_last_error();
+	});
+	const neuron_p2p_op ops[] = {{1, 1, NEURON_DTYPE_F32, 0, 0, n, sa},
+				     {0, 1, NEURON_DTYPE_F32, 0, 0, n, ra},
+				     {1, 1, NEURON_DTYPE_F32, 0, 9, m, ta}};
+	NEURON_OK_OR_FAIL(neuron_group_p2p(a.channel, a.group, ops, 3));
+	other.join();
+	cr_assert(s1 == NEURON_OK, "rank 1: %s", e1.c_str());
+	std::vector<double> da(va.begin(), va.end()), db(vb.begin(), vb.end()), dtag(vt.begin(), vt.end());
+	expect_close(download_f32(b.t.dma, rb, n), da, 0, 0, "rank 1 got rank 0's");
+	expect_close(download_f32(a.t.dma, ra, n), db, 0, 0, "rank 0 got rank 1's");
+	expect_close(download_f32(b.t.dma, tb, m), dtag, 0, 0, "tag 9");
+	a.close();
+	b.close();
+}
+
+DAEMON_TEST(collective, p2p_size_mismatch_and_missing_peer_are_named)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-p2p-bad");
+	const uint64_t da = dev_alloc(a.t.client, 64), db = dev_alloc(b.t.client, 64);
+	neuron_status s1 = NEURON_OK;
+	std::string e1;
+	std::thread other([&] {
+		const neuron_p2p_op r{0, 0, NEURON_DTYPE_F32, 0, 0, 16, db};
+		s1 = neuron_group_p2p(b.channel, b.group, &r, 1);
+		e1 = neuron_last_error();
+	});
+	const neuron_p2p_op s{1, 1, NEURON_DTYPE_F32, 0, 0, 8, da};
+	const neuron_status s0 = neuron_group_p2p(a.channel, a.group, &s, 1);
+	const std::string e0 = neuron_last_error();
+	other.join();
+	cr_assert(s0 == NEURON_ERR_INVALID && s1 == NEURON_ERR_INVALID, "%s / %s", e0.c_str(), e1.c_str());
+	for (const std::string *e : {&e0, static_cast<const std::string *>(&e1)})
+		cr_assert(e->find("expects 16 elements of f32") != std::string::npos &&
+				  e->find("send has 8 elements of f32") != std::string::npos,
+			  "%s", e->c_str());
+	a.close();
+	b.close();
+
+	// A send nobody receives: the timeout names the peer.
+	Rank c, d;
+	c.open("rank0");
+	d.open("rank1");
+	join_both(c, d, "g-p2p-late");
+	const uint64_t dc = dev_alloc(c.t.client, 64);
+	const neuron_p2p_op late{1, 1, NEURON_DTYPE_F32, 0, 4, 16, dc};
+	const neuron_status st = neuron_group_p2p(c.channel, c.group, &late, 1);
+	cr_assert(st == NEURON_ERR_TIMEOUT, "%s", describe(st).c_str());
+	cr_assert(std::strstr(neuron_last_error(), "rank 1 did not post the recv"), "%s", neuron_last_error());
+	c.close();
+	d.close();
+}

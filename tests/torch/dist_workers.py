@@ -7,18 +7,53 @@ seeds, so a reference needs no communication; the CPU reference goes through glo
 in the same process group ("cpu:gloo,neuron:neuron").
 """
 import os
+import queue as queue_mod
 import sys
+import tempfile
 import time
 import traceback
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "i32": torch.int32,
           "i64": torch.int64}
 REDUCE = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
           "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}
+
+
+def spawn(fn, *args, world=WORLD, timeout=240):
+    """Runs fn(rank, world, store, queue, *args) in `world` processes; their results by rank."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory(prefix="neuron-dist-") as d:
+        store = os.path.join(d, "store")
+        procs = [ctx.Process(target=_run, args=(fn, r, world, store, queue, *args)) for r in range(world)]
+        for p in procs:
+            p.start()
+        results = {}
+        deadline = time.monotonic() + timeout
+        try:
+            # Until every rank reported, or none is left alive to (a rank that
+            # exits on purpose reports nothing), or the deadline.
+            while len(results) < world and time.monotonic() < deadline:
+                try:
+                    res = queue.get(timeout=0.5)
+                    results[res["rank"]] = res
+                except queue_mod.Empty:
+                    if not any(p.is_alive() for p in procs) and queue.empty():
+                        break
+        finally:
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    return results
 
 
 def _init(rank, world, store_path, backend="cpu:gloo,neuron:neuron", timeout_s=60, **kw):

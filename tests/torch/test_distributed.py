@@ -7,50 +7,15 @@ at uneven sizes and with non-contiguous tensors; a rank that dies or never comes
 gives the other a clear error by the timeout; DDP on 2 ranks equals one process
 training on the global batch.
 """
-import os
-import queue as queue_mod
-import tempfile
-import time
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import dist_workers
 from dist_reference import train_single
+from dist_workers import spawn
 
 WORLD = 2
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not built")
-
-
-def spawn(fn, *args, world=WORLD, timeout=240):
-    """Runs fn(rank, world, store, queue, *args) in `world` processes; their results by rank."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    with tempfile.TemporaryDirectory(prefix="neuron-dist-") as d:
-        store = os.path.join(d, "store")
-        procs = [ctx.Process(target=dist_workers._run, args=(fn, r, world, store, queue, *args)) for r in range(world)]
-        for p in procs:
-            p.start()
-        results = {}
-        deadline = time.monotonic() + timeout
-        try:
-            # Until every rank reported, or none is left alive to (a rank that
-            # exits on purpose reports nothing), or the deadline.
-            while len(results) < world and time.monotonic() < deadline:
-                try:
-                    res = queue.get(timeout=0.5)
-                    results[res["rank"]] = res
-                except queue_mod.Empty:
-                    if not any(p.is_alive() for p in procs) and queue.empty():
-                        break
-        finally:
-            for p in procs:
-                p.join(10)
-                if p.is_alive():
-                    p.kill()
-                    p.join()
-    return results
 
 
 def _cases():

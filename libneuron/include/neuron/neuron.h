@@ -307,6 +307,21 @@ neuron_status neuron_group_join(neuron_client *channel, uint64_t tenant_id, cons
 /* seq: 0 for the group's first collective, then 1, 2, ... (the same on every rank). */
 neuron_status neuron_group_run(neuron_client *channel, uint64_t group_id, uint64_t seq,
 			       const struct neuron_collective *coll);
+/* Point-to-point (CollectiveP2P in contracts/neuron.proto): a batch of sends and
+ * receives of this rank, matched with its peers' by (sender, receiver, tag) in
+ * posting order, outside the seq of neuron_group_run. Blocks until every op of
+ * the batch moved its data. A send and its recv must agree on dtype and count. */
+struct neuron_p2p_op {
+	uint32_t send;    /* 1: send the buffer to peer; 0: receive into it from peer */
+	uint32_t peer;    /* the other rank */
+	uint32_t dtype;   /* enum neuron_dtype */
+	uint32_t device;  /* this rank's device holding the buffer */
+	uint64_t tag;
+	uint64_t count;   /* elements */
+	uint64_t address; /* device address of this rank's tenant */
+};
+neuron_status neuron_group_p2p(neuron_client *channel, uint64_t group_id, const struct neuron_p2p_op *ops,
+			       size_t n);
 
 /* ---- command encoding helpers ---- */
 /* A contiguous row-major descriptor of device memory. */

@@ -17,6 +17,9 @@ namespace {
 
 constexpr size_t kSecretBytes = 32, kNonceBytes = 16;
 constexpr int64_t kMaxTimeoutMs = 3'600'000; // neurond's limit (CollectiveJoin)
+// Tags of the sends and receives all_to_all is made of: above every user tag (an
+// int), so they never match a user's send or recv.
+constexpr uint64_t kAllToAllTag = uint64_t(1) << 32;
 
 const char *op_name(uint32_t op)
 {
@@ -255,12 +258,19 @@ void ProcessGroupNeuron::run(Job &job)
 	neuron_status s = neuron_queue_wait(sq.core, job.after, timeout_ns);
 	if (s != NEURON_OK)
 		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
-							  op_name(job.spec.op) + ": waiting for its inputs on the stream: " +
+							  (job.name ? job.name : op_name(job.spec.op)) +
+							  ": waiting for its inputs on the stream: " +
 							  neuron_last_error());
-	s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
+	if (job.marker)
+		s = NEURON_OK; // orders only: everything queued before it has run
+	else if (job.is_p2p)
+		s = neuron_group_p2p(channel_, group_id_, job.p2p.data(), job.p2p.size());
+	else
+		s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
 	if (s != NEURON_OK)
 		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
-							  op_name(job.spec.op) + " failed: " + neuron_last_error());
+							  (job.name ? job.name : op_name(job.spec.op)) +
+							  " failed: " + neuron_last_error());
 	if (job.copy_back) {
 		c10::StreamGuard guard(job.stream);
 		job.copy_back();
@@ -473,17 +483,223 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(at::Tensor &out
 {
 	const at::Tensor in_t = single({input}, "all_to_all_single");
 	same_kind(in_t, output, "all_to_all_single");
-	TORCH_CHECK(in_t.numel() == output.numel() && in_t.dim() > 0 && in_t.size(0) % size_ == 0,
-		    "neuron backend: all_to_all_single needs input and output of one size whose first dimension "
-		    "world_size divides");
-	const int64_t rows = in_t.size(0) / size_;
+	// Equal blocks are one collective in neurond; other split sizes a batch of
+	// sends and receives (alltoall_uneven).
+	bool even = in_t.numel() == output.numel() && in_t.dim() > 0 && in_t.size(0) % size_ == 0;
+	const int64_t rows = even ? in_t.size(0) / size_ : 0;
 	for (const auto *splits : {&output_splits, &input_splits})
 		for (int64_t s : *splits)
-			TORCH_CHECK(s == rows, "neuron backend: all_to_all_single with uneven splits is not supported yet");
+			even = even && s == rows;
+	if (!even)
+		return alltoall_uneven(output, in_t, output_splits, input_splits);
 	std::function<void()> back;
 	at::Tensor out = writable(output, &back);
 	return enqueue(c10d::OpType::ALLTOALL_BASE, NEURON_COLL_ALL_TO_ALL, in_t.contiguous(), out,
 		       static_cast<uint64_t>(in_t.numel() / size_), NEURON_REDUCE_SUM, 0, {output}, std::move(back));
+}
+
+namespace {
+
+// Split sizes along dim 0 (empty: equal parts, which world_size must divide).
+std::vector<int64_t> splits_of(const std::vector<int64_t> &given, int64_t rows, int world, const char *what)
+{
+	if (given.empty()) {
+		TORCH_CHECK(rows % world == 0, "neuron backend: all_to_all_single: ", what, " has ", rows,
+			    " rows, which world_size ", world, " does not divide (give ", what, "_split_sizes)");
+		return std::vector<int64_t>(world, rows / world);
+	}
+	TORCH_CHECK(given.size() == static_cast<size_t>(world), "neuron backend: all_to_all_single: ", what,
+		    "_split_sizes has ", given.size(), " entries, expected world_size ", world);
+	int64_t sum = 0;
+	for (int64_t s : given) {
+		TORCH_CHECK(s >= 0, "neuron backend: all_to_all_single: negative ", what, " split size ", s);
+		sum += s;
+	}
+	TORCH_CHECK(sum == rows, "neuron backend: all_to_all_single: ", what, "_split_sizes sum to ", sum, " but the ",
+		    what, " has ", rows, " rows");
+	return given;
+}
+
+} // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_uneven(at::Tensor &output, const at::Tensor &in_t,
+								   const std::vector<int64_t> &output_splits,
+								   const std::vector<int64_t> &input_splits)
+{
+	// A batch of one send and one recv per peer, each a slice of rows; the
+	// block for this rank itself is a device copy on the caller's stream.
+	TORCH_CHECK(in_t.dim() > 0 && output.dim() > 0 && in_t.sizes().slice(1) == output.sizes().slice(1),
+		    "neuron backend: all_to_all_single: input ", in_t.sizes(), " and output ", output.sizes(),
+		    " must agree in every dimension but the first");
+	const std::vector<int64_t> ins = splits_of(input_splits, in_t.size(0), size_, "input");
+	const std::vector<int64_t> outs = splits_of(output_splits, output.size(0), size_, "output");
+	TORCH_CHECK(ins[rank_] == outs[rank_], "neuron backend: all_to_all_single: rank ", rank_, " sends ", ins[rank_],
+		    " rows to itself but expects ", outs[rank_]);
+	at::Tensor in_c = in_t.contiguous();
+	P2PBatch b;
+	b.type = c10d::OpType::ALLTOALL_BASE;
+	std::function<void()> back;
+	at::Tensor out = writable(output, &back);
+	if (back)
+		b.copy_backs.push_back(back);
+	int64_t io = 0, oo = 0;
+	for (int j = 0; j < size_; ++j) {
+		if (j == rank_)
+			out.narrow(0, oo, outs[j]).copy_(in_c.narrow(0, io, ins[j]));
+		else {
+			add_p2p(b, true, in_c.narrow(0, io, ins[j]), j, kAllToAllTag);
+			add_p2p(b, false, out.narrow(0, oo, outs[j]), j, kAllToAllTag);
+		}
+		io += ins[j];
+		oo += outs[j];
+	}
+	b.results = {output};
+	return enqueue_p2p(std::move(b), in_t.device(), "all_to_all_single");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor> &outputs,
+							    std::vector<at::Tensor> &inputs, const c10d::AllToAllOptions &)
+{
+	TORCH_CHECK(inputs.size() == static_cast<size_t>(size_) && outputs.size() == static_cast<size_t>(size_),
+		    "neuron backend: all_to_all takes world_size (", size_, ") input and output tensors, got ",
+		    inputs.size(), " and ", outputs.size());
+	const at::Tensor first = single({inputs[0]}, "all_to_all");
+	P2PBatch b;
+	b.type = c10d::OpType::ALLTOALL;
+	for (int j = 0; j < size_; ++j) {
+		same_kind(first, inputs[j], "all_to_all");
+		same_kind(first, outputs[j], "all_to_all");
+		if (j == rank_) {
+			TORCH_CHECK(inputs[j].numel() == outputs[j].numel(), "neuron backend: all_to_all: rank ", rank_,
+				    " sends ", inputs[j].numel(), " elements to itself but its output ", j, " holds ",
+				    outputs[j].numel());
+			outputs[j].copy_(inputs[j].reshape(outputs[j].sizes()));
+			continue;
+		}
+		add_p2p(b, true, inputs[j].contiguous(), j, kAllToAllTag);
+		std::function<void()> back;
+		at::Tensor out = writable(outputs[j], &back);
+		if (back)
+			b.copy_backs.push_back(back);
+		add_p2p(b, false, out, j, kAllToAllTag);
+	}
+	b.results = outputs;
+	return enqueue_p2p(std::move(b), first.device(), "all_to_all");
+}
+
+void ProcessGroupNeuron::add_p2p(P2PBatch &b, bool send, const at::Tensor &t, int peer, uint64_t tag)
+{
+	TORCH_CHECK(peer >= 0 && peer < size_, "neuron backend: ", send ? "send to" : "recv from", " rank ", peer,
+		    ", which is not a rank of this group of ", size_);
+	TORCH_CHECK(peer != rank_, "neuron backend: rank ", rank_, " cannot ", send ? "send to" : "recv from", " itself");
+	neuron_p2p_op op{};
+	op.send = send ? 1 : 0;
+	op.peer = static_cast<uint32_t>(peer);
+	op.dtype = dtype_of(t, false);
+	op.device = static_cast<uint32_t>(t.device().index());
+	op.tag = tag;
+	op.count = static_cast<uint64_t>(t.numel());
+	op.address = t.numel() ? address(t) : 0;
+	b.ops.push_back(op);
+	b.keep.push_back(t);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue_p2p(P2PBatch b, const c10::Device &device, const char *name,
+							       c10::intrusive_ptr<NeuronWork> work)
+{
+	Job job;
+	job.name = name;
+	job.is_p2p = !b.ops.empty();
+	job.marker = b.ops.empty();
+	job.p2p = std::move(b.ops);
+	job.keep = std::move(b.keep);
+	auto backs = std::move(b.copy_backs);
+	if (!backs.empty())
+		job.copy_back = [backs]() {
+			for (const auto &f : backs)
+				f();
+		};
+	job.stream = current_stream(device.index());
+	job.after = stream_point(stream_queues(job.stream));
+	if (work)
+		work->set_outputs(b.results);
+	else
+		work = c10::make_intrusive<NeuronWork>(rank_, b.type, b.results, device);
+	job.work = work;
+	{
+		std::lock_guard lock(mu_);
+		queue_.push_back(std::move(job));
+	}
+	wake_.notify_one();
+	return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(std::vector<at::Tensor> &tensors, bool send, int peer,
+								  int tag)
+{
+	const at::Tensor t = single(tensors, send ? "send" : "recv");
+	// Tags are ints; as unsigned 32-bit values they stay below kAllToAllTag.
+	const uint64_t tag64 = static_cast<uint32_t>(tag);
+	P2PBatch one;
+	P2PBatch &b = coalescing_ ? coalesced_ : one;
+	if (send) {
+		add_p2p(b, true, t.contiguous(), peer, tag64);
+	} else {
+		std::function<void()> back;
+		at::Tensor out = writable(t, &back);
+		add_p2p(b, false, out, peer, tag64);
+		if (back)
+			b.copy_backs.push_back(back);
+	}
+	b.type = send ? c10d::OpType::SEND : c10d::OpType::RECV;
+	b.results.push_back(t);
+	if (coalescing_) {
+		// The batch goes at endCoalescing; every op of it answers with its Work.
+		if (!coalesced_work_)
+			coalesced_work_ = c10::make_intrusive<NeuronWork>(rank_, c10d::OpType::COALESCED, std::vector<at::Tensor>{},
+									  t.device());
+		return coalesced_work_;
+	}
+	return enqueue_p2p(std::move(one), t.device(), send ? "send" : "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor> &tensors, int dst, int tag)
+{
+	return point_to_point(tensors, true, dst, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor> &tensors, int src, int tag)
+{
+	return point_to_point(tensors, false, src, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor> &, int)
+{
+	TORCH_CHECK(false, "neuron backend: recv from any source is not supported: name the source rank (src=...)");
+	return {};
+}
+
+void ProcessGroupNeuron::startCoalescing()
+{
+	TORCH_CHECK(!coalescing_, "neuron backend: startCoalescing while already coalescing");
+	coalescing_ = true;
+	coalesced_ = P2PBatch{};
+	coalesced_work_.reset();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing()
+{
+	TORCH_CHECK(coalescing_, "neuron backend: endCoalescing without startCoalescing");
+	coalescing_ = false;
+	P2PBatch b = std::move(coalesced_);
+	coalesced_ = P2PBatch{};
+	auto work = std::move(coalesced_work_);
+	coalesced_work_.reset();
+	// No point-to-point in it (collectives inside were queued as they came): a
+	// marker whose Work completes after all of them.
+	const c10::Device device = b.keep.empty() ? c10::Device(c10::DeviceType::PrivateUse1, current_device())
+						 : b.keep.front().device();
+	return enqueue_p2p(std::move(b), device, "batch_isend_irecv", work);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions &)

@@ -31,6 +31,8 @@ public:
 	NeuronWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, c10::Device device);
 	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 	std::vector<at::Tensor> result() override { return outputs_; }
+	// Before it is queued (a coalesced batch learns its tensors as they come).
+	void set_outputs(std::vector<at::Tensor> outputs) { outputs_ = std::move(outputs); }
 	// Worker thread: the collective ended (error: null if it succeeded).
 	void complete(std::exception_ptr error);
 
@@ -76,7 +78,18 @@ public:
 						     std::vector<int64_t> &output_splits,
 						     std::vector<int64_t> &input_splits,
 						     const c10d::AllToAllOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+						const c10d::AllToAllOptions &opts) override;
 	c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override;
+	c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override;
+	c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
+	// batch_isend_irecv: the sends and receives between start and end go to
+	// neurond as one batch, so a ring exchange (every rank sends, then receives)
+	// cannot deadlock on the in-order worker.
+	bool supportsCoalescing() const override { return true; }
+	void startCoalescing() override;
+	c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
 private:
 	// One collective as the worker runs it: the spec neurond gets (device, input
@@ -86,6 +99,12 @@ private:
 		neuron_collective spec{};
 		at::Tensor input, output;          // contiguous (may be undefined: no buffer)
 		std::function<void()> copy_back;   // on the caller's stream, after the run
+		// Instead of spec: a point-to-point batch (CollectiveP2P) over the
+		// buffers `keep` holds; or neither (a marker that orders only).
+		bool is_p2p = false, marker = false;
+		const char *name = nullptr; // for errors (else the spec's op)
+		std::vector<neuron_p2p_op> p2p;
+		std::vector<at::Tensor> keep;
 		c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
 		uint64_t after = 0;                // the stream's point the inputs are ready at
 		c10::intrusive_ptr<NeuronWork> work;
@@ -94,6 +113,21 @@ private:
 	c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, uint32_t op, const at::Tensor &input,
 					       const at::Tensor &output, uint64_t count, uint32_t reduce, uint32_t root,
 					       std::vector<at::Tensor> results, std::function<void()> copy_back = {});
+	// A point-to-point batch under construction (one call, or a coalesced group).
+	struct P2PBatch {
+		std::vector<neuron_p2p_op> ops;
+		std::vector<at::Tensor> keep, results;
+		std::vector<std::function<void()>> copy_backs;
+		c10d::OpType type = c10d::OpType::SEND;
+	};
+	// t: contiguous, neuron; held by the batch until the run ends.
+	void add_p2p(P2PBatch &b, bool send, const at::Tensor &t, int peer, uint64_t tag);
+	c10::intrusive_ptr<c10d::Work> enqueue_p2p(P2PBatch b, const c10::Device &device, const char *name,
+						   c10::intrusive_ptr<NeuronWork> work = {});
+	c10::intrusive_ptr<c10d::Work> alltoall_uneven(at::Tensor &output, const at::Tensor &input,
+						       const std::vector<int64_t> &output_splits,
+						       const std::vector<int64_t> &input_splits);
+	c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor> &tensors, bool send, int peer, int tag);
 	void worker();
 	void run(Job &job);
 	void join_group(const c10::intrusive_ptr<c10d::Store> &store);
@@ -102,6 +136,9 @@ private:
 	neuron_client *channel_ = nullptr; // this rank's second connection (observer)
 	uint64_t group_id_ = 0;
 	uint64_t seq_ = 0;                 // worker thread only
+	bool coalescing_ = false;          // caller's thread: between start/endCoalescing
+	P2PBatch coalesced_;
+	c10::intrusive_ptr<NeuronWork> coalesced_work_; // what the batch's ops return
 	std::mutex mu_;                    // guards queue_ and stopping_
 	std::condition_variable wake_;
 	std::deque<Job> queue_;

@@ -4,6 +4,9 @@
   matmul   : the kernel language's matmul (tiles of 128 x 512, K by 128, accumulated in
              PSUM) against `a @ b` on `neuron` (one MATMUL command), device work
              included (goal >= 0.8x: kernel throughput / opcode throughput)
+  flash    : the library's flash attention (causal, forward) against
+             F.scaled_dot_product_attention on neuron at S = 512..2048 (B 1, 4 heads, D 64):
+             time (goal >= 1x from 2048) and device memory peak above the inputs (goal O(S))
   launch   : per-call cost of a kernel that moves one element (one EXEC_PROGRAM of a
              one-node program) against one chip command on one element (an add), as a
              stream of calls (device work included) and one call at a time (a
@@ -80,6 +83,30 @@ def main():
     rows.append(("launch, stream of calls: custom op / one command", t_cmd * 1e6, t_op * 1e6, t_op / t_cmd, "us"))
     rows.append(("launch, call + synchronize: kernel / one command", t_cmd1 * 1e6, t_kern1 * 1e6, t_kern1 / t_cmd1,
                  "us"))
+
+    # Flash attention (causal, forward) against SDPA's math path on neuron: time and
+    # the device memory peak above the inputs.
+    from torch_neuron.kernels import library as kl
+    import torch.nn.functional as F
+
+    def peak(fn):
+        sync()
+        base = torch.neuron.memory_allocated()
+        torch.neuron.reset_peak_memory_stats()
+        fn()
+        sync()
+        return (torch.neuron.max_memory_allocated() - base) / 2**20
+
+    for S in (512, 1024, 2048):
+        q, k, v = (torch.randn(1, 4, S, 64, device="neuron") for _ in range(3))
+        fa = lambda: kl.flash_attention(q, k, v, causal=True)  # noqa: E731
+        sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+        torch.testing.assert_close(fa().cpu(), sdpa().cpu(), rtol=1e-4, atol=1e-4)
+        t_sdpa, t_fa = best_time(sdpa, sync, 1, rounds=1, warmup=1), best_time(fa, sync, 1, rounds=1, warmup=1)
+        m_sdpa, m_fa = peak(sdpa), peak(fa)
+        rows.append((f"flash attention S={S} causal fwd: SDPA / kernel time", t_sdpa * 1e3, t_fa * 1e3,
+                     t_sdpa / t_fa, "ms"))
+        rows.append((f"flash attention S={S}: device peak MiB, kernel / SDPA", m_sdpa, m_fa, m_fa / m_sdpa, "Mi"))
 
     print(f"{'row':58} {'reference':>10} {'kernel':>10} {'ratio':>7}")
     for name, ref, kern, ratio, unit in rows:

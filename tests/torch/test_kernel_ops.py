@@ -174,6 +174,21 @@ def test_custom_op_is_one_node_of_the_compiled_program(fresh_dynamo):
         torch.testing.assert_close(y.grad.cpu(), ry.grad, rtol=1e-4, atol=1e-4)
 
 
+def test_a_kernel_called_twice_is_one_tile_program_of_two_nodes(fresh_dynamo):
+    def fn(x, y):
+        return mul_tanh(mul_tanh(x, y) - 1.0, y)  # the second call reads an intermediate
+
+    compiled = torch.compile(fn, backend="neuron")
+    for seed in (11, 12):
+        x, y = _leaves((130, 20), (130, 20), seed=seed)
+        with torch.no_grad():
+            got = compiled(x.to(DEV), y.to(DEV)).cpu()
+        torch.testing.assert_close(got, (x * torch.tanh(y) - 1.0) * torch.tanh(y), rtol=1e-5, atol=1e-5)
+    stats = compiler.stats()
+    assert stats["programs"] == 1 and stats["replays"] == 1, stats
+    assert stats["program_tile_kernels"] == 1 and stats["program_nodes"] == 3, stats  # kernel, sub, kernel
+
+
 # ---------------------------------------------------------------- the kernel library
 
 def _tol(dtype):

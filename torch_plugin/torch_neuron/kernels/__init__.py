@@ -113,7 +113,10 @@ class Kernel:
         return KernelError(f"{traced.file}:{line}: {why}\n    {source_line(traced.file, line)}")
 
     def __call__(self, *tensors, simulate=None, **constants):
-        traced = self.trace(tensors, constants)
+        return self.run(self.trace(tensors, constants), tensors, simulate)
+
+    def run(self, traced, tensors, simulate=None):
+        """Runs a program trace() returned for these tensors' signature."""
         ordered = [tensors[k] for k in traced.order]
         if simulate is None:
             simulate = os.environ.get("NEURON_KERNEL_SIMULATE", "") == "1" or all(

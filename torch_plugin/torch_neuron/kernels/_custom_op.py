@@ -81,7 +81,7 @@ def custom_op(name, kernel, *, mutates_args=()):
                 written = sorted(traced.order[:traced.outputs])
                 raise KernelError(f"{op_name}: the kernel must store into exactly its first {len(outs)} "
                                   f"argument(s) (the op's outputs); it stores into arguments {written}")
-            kernel(*outs, *tensors, **constants)
+            kernel.run(traced, outs + tensors)  # traced just above: no second cache lookup
             return outs[0] if single else tuple(outs)
 
         op = torch.library.custom_op(name, mutates_args=mutates_args)(impl)

@@ -4,6 +4,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <neuron/program.h>
+
+#include <algorithm>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -59,6 +62,31 @@ void capture_command(StreamQueues &sq, const neuron_cmd &cmd)
 	r.cmd.wait = neuron_wait{}; // the replay orders itself after earlier work
 	r.label = g_cap.label;
 	g_cap.rec.cmds.push_back(std::move(r));
+}
+
+void capture_tile_kernel(StreamQueues &sq, const neuron_cmd &cmd, int64_t key,
+			 std::shared_ptr<const std::vector<uint8_t>> image)
+{
+	if (!capture_active())
+		return;
+	size_t index = 0;
+	{
+		std::lock_guard lock(g_cap.mu);
+		auto &keys = g_cap.rec.tile_keys;
+		index = static_cast<size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+		if (index == keys.size()) {
+			if (keys.size() == NEURON_PROGRAM_MAX_TILE_PROGRAMS) {
+				taint_locked("the graph runs more than " + std::to_string(NEURON_PROGRAM_MAX_TILE_PROGRAMS) +
+					     " distinct tile kernels");
+				return;
+			}
+			keys.push_back(key);
+			g_cap.rec.tile_images.push_back(std::move(image));
+		}
+	}
+	neuron_cmd c = cmd;
+	c.iscalars[0] = static_cast<int64_t>(index);
+	capture_command(sq, c);
 }
 
 void capture_alloc(uint64_t addr, uint64_t bytes)

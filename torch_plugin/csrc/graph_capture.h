@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct RecordedCmd {
 struct Recording {
 	std::vector<RecordedCmd> cmds;
 	std::vector<CapturedAlloc> allocs;
+	// The tile programs (<neuron/tile.h>) of the TILE_KERNEL commands recorded
+	// (their i[0] indexes this), one per kernel however often the graph calls it.
+	std::vector<std::shared_ptr<const std::vector<uint8_t>>> tile_images;
+	std::vector<int64_t> tile_keys; // the kernel each image came from (tile_kernel.cpp's handle)
 	std::string taint; // why it cannot be replayed ("" if it can)
 };
 
@@ -61,6 +66,11 @@ void capture_command(StreamQueues &sq, const neuron_cmd &cmd); // a command subm
 void capture_alloc(uint64_t addr, uint64_t bytes);  // a device allocation
 void capture_free(uint64_t addr);                   // a device block went back
 void capture_taint(const char *why);                // something a program cannot hold
+// A tile kernel run (tile_kernel.cpp: eagerly it is a program of its own, which
+// the recording cannot hold): recorded as a TILE_KERNEL command whose operands
+// are the arguments' device bytes; i[0] becomes the index of its image.
+void capture_tile_kernel(StreamQueues &sq, const neuron_cmd &cmd, int64_t key,
+			 std::shared_ptr<const std::vector<uint8_t>> image);
 
 // The backend's calls (graph_program.cpp): begin on the stream the graph runs on,
 // name the FX node that runs next, and take the recording at the end.

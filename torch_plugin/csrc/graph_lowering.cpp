@@ -190,6 +190,7 @@ std::string lower(const Recording &rec, int device, const std::vector<at::Tensor
 	if (rec.cmds.empty())
 		return "the graph submitted no device command";
 	out->device = device;
+	out->tile_images = rec.tile_images;
 	std::map<uint64_t, Region> args; // storage base -> its argument
 	for (const at::Tensor &t : inputs) {
 		InputSpec s = spec_of(t);

@@ -45,6 +45,7 @@ struct LoweredProgram {
 	uint64_t intermediate_bytes = 0; // the intermediates' sizes summed (without the plan's reuse)
 	std::vector<neuron_cmd> nodes;
 	std::vector<std::string> labels;
+	std::vector<std::shared_ptr<const std::vector<uint8_t>>> tile_images; // of its TILE_KERNEL nodes
 };
 
 // Fills each recorded operand's owner: the allocation alive at that command that

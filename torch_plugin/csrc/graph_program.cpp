@@ -63,7 +63,13 @@ std::string register_program(const LoweredProgram &p, uint64_t *id)
 	desc.buffer_bytes = buffers;
 	desc.node_count = static_cast<uint32_t>(nodes.size());
 	desc.nodes = nodes.data();
-	if (neuron_program_register(client(), &desc, id) != NEURON_OK)
+	std::vector<neuron_tile_image> tiles;
+	for (const auto &image : p.tile_images)
+		tiles.push_back({image->data(), image->size()});
+	const neuron_status s = tiles.empty() ? neuron_program_register(client(), &desc, id)
+					      : neuron_program_register_kernels(client(), &desc, tiles.data(),
+										static_cast<uint32_t>(tiles.size()), id);
+	if (s != NEURON_OK)
 		return neuron_last_error();
 	return {};
 }
@@ -147,7 +153,7 @@ std::string op_program_mismatch(int64_t handle, const std::vector<at::Tensor> &i
 }
 
 // [program id, nodes, arguments, buffer bytes, intermediate bytes before the plan,
-//  pointwise chains, the commands they replaced, matmul epilogues]
+//  pointwise chains, the commands they replaced, matmul epilogues, tile kernels]
 std::vector<int64_t> op_program_info(int64_t handle)
 {
 	const std::shared_ptr<const GraphProgram> g = find_program(handle);
@@ -155,7 +161,7 @@ std::vector<int64_t> op_program_info(int64_t handle)
 	return {static_cast<int64_t>(g->id), static_cast<int64_t>(p.nodes.size()), static_cast<int64_t>(p.arg_bytes.size()),
 		static_cast<int64_t>(p.buffer_bytes), static_cast<int64_t>(p.intermediate_bytes),
 		static_cast<int64_t>(g->fused.pointwise_chains), static_cast<int64_t>(g->fused.pointwise_ops),
-		static_cast<int64_t>(g->fused.epilogues)};
+		static_cast<int64_t>(g->fused.epilogues), static_cast<int64_t>(p.tile_images.size())};
 }
 
 // The program goes (neurond frees its buffer once replays already submitted end).

@@ -1,9 +1,13 @@
 // Tile kernels (torch_neuron/kernels): a traced tile program registered with
 // neurond as a program of one TILE_KERNEL node (<neuron/tile.h>, cmd.h ISA 1.6),
 // then run on the current stream with one EXEC_PROGRAM per call, binding the
-// tensors' storages as the kernel's HBM arguments (outputs first).
+// tensors' storages as the kernel's HBM arguments (outputs first). While
+// torch.compile captures a graph, the run is also recorded as a TILE_KERNEL
+// command with the kernel's image (graph_capture.h): in the graph's program the
+// kernel is one node, between the commands of the ops around it.
 //
 // The registry maps handles to programs; its mutex is held only inside each call.
+#include "graph_capture.h"
 #include "memory.h"
 #include "runtime.h"
 
@@ -14,6 +18,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -24,7 +29,9 @@ namespace {
 struct TileKernel {
 	uint64_t id = 0; // neurond's program id
 	int device = 0;
+	int64_t outputs = 0;
 	std::vector<uint64_t> arg_bytes;
+	std::shared_ptr<const std::vector<uint8_t>> image; // for the graphs that capture it
 };
 
 std::mutex g_mu;
@@ -52,6 +59,7 @@ std::tuple<int64_t, std::string> op_register(const at::Tensor &image, int64_t ou
 	check_device(static_cast<int>(device));
 	TileKernel k;
 	k.device = static_cast<int>(device);
+	k.outputs = outputs;
 	if (auto why = arg_sizes(image, &k.arg_bytes); !why.empty())
 		return {0, why};
 	neuron_program_node node{};
@@ -78,6 +86,8 @@ std::tuple<int64_t, std::string> op_register(const at::Tensor &image, int64_t ou
 	const neuron_tile_image tile{image.data_ptr(), static_cast<uint64_t>(image.numel())};
 	if (neuron_program_register_kernels(client(), &desc, &tile, 1, &k.id) != NEURON_OK)
 		return {0, neuron_last_error()};
+	const auto *bytes = static_cast<const uint8_t *>(image.data_ptr());
+	k.image = std::make_shared<const std::vector<uint8_t>>(bytes, bytes + image.numel());
 	std::lock_guard lock(g_mu);
 	const int64_t handle = g_next++;
 	g_kernels[handle] = std::move(k);
@@ -107,6 +117,22 @@ void op_run(int64_t handle, const std::vector<at::Tensor> &args)
 	}
 	const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(k.device));
 	c10::DeviceGuard guard(device);
+	if (capture_active()) [[unlikely]] {
+		neuron_cmd c{};
+		c.opcode = NEURON_OP_TILE_KERNEL;
+		c.num_operands = static_cast<uint8_t>(args.size());
+		for (size_t a = 0; a < args.size(); ++a) {
+			neuron_tensor_desc &d = c.operands[a];
+			d.mem_space = NEURON_MEM_DEVICE;
+			d.addr = bindings[a];
+			d.dtype = NEURON_DTYPE_U8;
+			d.ndim = 1;
+			d.sizes[0] = static_cast<int64_t>(k.arg_bytes[a]);
+			d.strides[0] = 1;
+		}
+		c.iscalars[1] = k.outputs;
+		capture_tile_kernel(current_queues(k.device), c, handle, k.image);
+	}
 	submit_program(current_queues(k.device), k.id, bindings.data(), static_cast<uint32_t>(bindings.size()));
 }
 

@@ -214,6 +214,7 @@ class _GraphRunner:
             _count("fused_pointwise_chains", info[5])
             _count("fused_pointwise_ops", info[6])
             _count("fused_matmul_epilogues", info[7])
+            _count("program_tile_kernels", info[8])  # distinct tile kernels (torch_neuron.kernels) its nodes run
             self._handles.append(prog.handle)
             with _lock:
                 _live.add(prog.handle)

@@ -19,6 +19,11 @@ allocates); the function is traced once per shape/dtype signature (and keyword
 constants) into a tile program (contracts/include/neuron/tile.h): data that
 neurond validates once and runs on the simulated core's engines, preemptible
 between loop iterations. See torch_plugin/README.md, "Writing kernels".
+
+`custom_op` makes a kernel a torch.library custom op (fake implementation,
+autograd through a backward kernel, a node of torch.compile graphs), and
+`torch_neuron.kernels.library` holds kernels built that way (RMSNorm, SwiGLU,
+rotary embedding, each with its backward).
 """
 
 import functools
@@ -26,15 +31,17 @@ import os
 import re
 
 from . import _format, _simulate
+from ._custom_op import custom_op
 from ._trace import (Affine, HBMTensor, KernelError, Tracer, affine_range, cdiv, dtype_code, sequential_range,
                      source_line, tracing)
-from .language import (Tile, abs, activation, copy, erf, exp, float16, float32, full, gelu, int32, iota, load, log,
-                       max, maximum, min, minimum, nc_matmul, psum, reciprocal, relu, rsqrt, sbuf, sigmoid, silu,
-                       sqrt, store, sum, tanh, tensor_scalar, tensor_tensor, transpose, where, zeros)
+from .language import (Tile, abs, activation, assign, copy, erf, exp, float16, float32, full, gelu, int32, iota,
+                       load, log, max, maximum, min, minimum, nc_matmul, psum, reciprocal, relu, rsqrt, sbuf,
+                       sigmoid, silu, sqrt, store, sum, tanh, tensor_scalar, tensor_tensor, transpose, where, zeros)
 from .language import bfloat16  # noqa: F401  (a dtype name, as torch's)
 
-__all__ = ["kernel", "Kernel", "KernelError", "affine_range", "sequential_range", "cdiv", "load", "store", "copy",
-           "zeros", "full", "nc_matmul", "transpose", "activation", "tensor_tensor", "tensor_scalar", "where", "sum",
+__all__ = ["kernel", "Kernel", "custom_op", "KernelError", "affine_range", "sequential_range", "cdiv", "load",
+           "store", "copy", "assign", "zeros", "full", "nc_matmul", "transpose", "activation", "tensor_tensor",
+           "tensor_scalar", "where", "sum",
            "max", "min", "maximum", "minimum", "iota", "exp", "log", "sqrt", "rsqrt", "relu", "gelu", "silu", "tanh",
            "sigmoid", "erf", "reciprocal", "abs", "Tile", "sbuf", "psum", "float32", "bfloat16", "float16", "int32"]
 
@@ -106,7 +113,10 @@ class Kernel:
         return KernelError(f"{traced.file}:{line}: {why}\n    {source_line(traced.file, line)}")
 
     def __call__(self, *tensors, simulate=None, **constants):
-        traced = self.trace(tensors, constants)
+        return self.run(self.trace(tensors, constants), tensors, simulate)
+
+    def run(self, traced, tensors, simulate=None):
+        """Runs a program trace() returned for these tensors' signature."""
         ordered = [tensors[k] for k in traced.order]
         if simulate is None:
             simulate = os.environ.get("NEURON_KERNEL_SIMULATE", "") == "1" or all(

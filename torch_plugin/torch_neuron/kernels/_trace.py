@@ -155,9 +155,10 @@ class HBMView:
     """A rectangle of a kernel argument: per dim an affine start, a static size
     and a stride (elements). Parts past the argument's shape are masked."""
 
-    def __init__(self, arg, shape, dtype, starts, sizes, strides, bounds):
+    def __init__(self, arg, shape, dtype, starts, sizes, strides, bounds, base=None):
         self.arg, self.shape, self.dtype = arg, tuple(shape), dtype
         self.starts, self.sizes, self.strides, self.bounds = list(starts), list(sizes), list(strides), list(bounds)
+        self.base = Affine(0) if base is None else base  # elements of the dims an index dropped
 
     @property
     def T(self):
@@ -165,7 +166,7 @@ class HBMView:
             raise KernelError(".T is for 2-D views")
         r = lambda v: list(reversed(v))
         return HBMView(self.arg, r(self.shape), self.dtype, r(self.starts), r(self.sizes), r(self.strides),
-                       r(self.bounds))
+                       r(self.bounds), self.base)
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):
@@ -173,6 +174,7 @@ class HBMView:
         if len(key) > len(self.sizes):
             raise KernelError(f"{len(key)} indices for a {len(self.sizes)}-D view")
         starts, sizes, strides, bounds = [], [], [], []
+        base = self.base
         for d in range(len(self.sizes)):
             k = key[d] if d < len(key) else slice(None)
             if isinstance(k, slice):
@@ -189,20 +191,31 @@ class HBMView:
                 strides.append(self.strides[d])
                 bounds.append(self.bounds[d])
             else:
-                raise KernelError("index with slices (x[i:i+1, :]); integer indices would drop a dim")
-        return HBMView(self.arg, self.shape, self.dtype, starts, sizes, strides, bounds)
+                # An index (an int or a loop expression) drops the dim: x[b, rows, :]. It is
+                # not masked, so it must lie inside the dim in every iteration.
+                if isinstance(k, slice) or k is None or isinstance(k, float):
+                    raise KernelError(f"index dim {d} with a slice, an int or a loop expression, not {k!r}")
+                idx = self.starts[d] + Affine.of(k)
+                lo, hi = idx.range(_tracer().trips)
+                if lo < 0 or hi + 1 > self.bounds[d] or self.sizes[d] < 1:
+                    raise KernelError(f"index {Affine.of(k)!r} of dim {d} runs over [{lo}, {hi}], outside "
+                                      f"[0, {self.bounds[d]})")
+                base = base + idx * self.strides[d]
+        if not sizes:
+            raise KernelError("a view keeps at least one dim (index with a slice: x[i:i+1])")
+        return HBMView(self.arg, self.shape, self.dtype, starts, sizes, strides, bounds, base)
 
     def broadcast(self, partitions):
         """A 1-D view repeated on `partitions` rows (the DMA reads it that many times)."""
         if len(self.sizes) != 1:
             raise KernelError("broadcast() is for 1-D views")
         return HBMView(self.arg, (partitions,) + self.shape, self.dtype, [Affine(0)] + self.starts,
-                       [partitions] + self.sizes, [0] + self.strides, [partitions] + self.bounds)
+                       [partitions] + self.sizes, [0] + self.strides, [partitions] + self.bounds, self.base)
 
     def access(self):
         """(the access pattern, the masks its rows/columns past the argument need)."""
         t = _tracer()
-        offset = Affine(0)
+        offset = self.base
         for s, st in zip(self.starts, self.strides):
             offset = offset + s * st
         masks = []

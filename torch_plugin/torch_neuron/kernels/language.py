@@ -154,6 +154,19 @@ def copy(tile, dtype=None):
     return out
 
 
+def assign(dst, src):
+    """dst <- src in place (tensor_copy, with a cast): the state a sequential_range
+    carries from one iteration to the next (a running max, a running sum)."""
+    if not isinstance(dst, Tile) or not isinstance(src, Tile):
+        raise KernelError("assign(dst, src) takes two tiles")
+    if dst.shape != src.shape:
+        raise KernelError(f"assign of a tile {src.shape} to a tile {dst.shape}")
+    if dst.buffer == F.PSUM and dst.dtype != F.F32:
+        raise KernelError("PSUM tiles are float32")
+    _emit(F.OP_TENSOR_COPY, [dst.ap(), src.ap()])
+    return dst
+
+
 # ---------------------------------------------------------------- tensor engine
 
 def nc_matmul(stationary, moving, acc=None):

@@ -184,8 +184,9 @@ struct neuron_queue {
  * @tenants_lock: protects @tenants
  * @tenants: &struct neuron_tenant by id
  * @engine_lock: protects @engine, @engine_owner, @engine_pending,
- *	@engine_active, @engine_quarantine, @next_job_id and the engine state of
- *	jobs; hardware fences of compute jobs are signalled under it
+ *	@engine_active, @engine_quarantine, @next_job_id, @engine_era and the
+ *	engine state of jobs; hardware fences of compute jobs are signalled
+ *	under it
  * @engine: the file attached as compute engine, or NULL
  * @engine_owner: files_struct of the process that attached (its close of a
  *	descriptor of @engine detaches); compared, never dereferenced
@@ -195,6 +196,8 @@ struct neuron_queue {
  *	their device BOs until the engine completes them or detaches
  * @engine_wq: engine waiting in fetch
  * @next_job_id: last engine job id handed out
+ * @engine_era: counts engine detaches; a compute job runs only in the era it
+ *	was submitted in, never for an engine that attached after its own left
  * @watchdog: fails the jobs on the engine lists whose deadline passed
  * @watchdog_at: when @watchdog is due, U64_MAX if idle; under @engine_lock
  * @jobs_alive: jobs allocated and not yet freed, under @engine_lock
@@ -220,6 +223,7 @@ struct neuron_device {
 	struct list_head engine_quarantine;
 	wait_queue_head_t engine_wq;
 	u64 next_job_id;
+	u64 engine_era;
 	struct delayed_work watchdog;
 	u64 watchdog_at;
 	u64 jobs_alive;
@@ -322,6 +326,7 @@ struct neuron_payload {
  * @copies: DMA copies
  * @payload: compute payload
  * @engine_id: id given to the engine
+ * @engine_era: &neuron_device.engine_era when the job was submitted
  * @engine_link: in &neuron_device.engine_pending or .engine_active
  * @on_engine: @engine_link is on one of the engine lists
  * @dma_link: in &neuron_queue.dma_jobs
@@ -343,6 +348,7 @@ struct neuron_job {
 	struct drm_neuron_dma_copy *copies;
 	struct neuron_payload *payload;
 	u64 engine_id;
+	u64 engine_era;
 	struct list_head engine_link;
 	bool on_engine;
 	struct list_head dma_link;

@@ -16,6 +16,11 @@
  * its mapping, so they are neither freed nor reused until the engine
  * completes the job (late) or detaches. Detaching revokes the mapping.
  *
+ * Detaching (DETACH, or the attaching process closing the file or dying)
+ * fails every compute job submitted while that engine was attached and not
+ * completed: fetched, waiting to be fetched, or still queued in the
+ * scheduler (those when it gets to them). None runs for a later engine.
+ *
  * A job the engine leaves unfetched for NEURON_JOB_MAX_TIMEOUTS timeouts
  * fails with -ENODEV, as if no engine were attached: nobody is banned, and
  * neither the job's queue nor a close() of its file (which waits for the
@@ -185,11 +190,15 @@ struct dma_fence *neuron_engine_run(struct neuron_job *job)
 	u64 now;
 
 	spin_lock(&ndev->engine_lock);
-	if (!ndev->engine) {
+	if (!ndev->engine || job->engine_era != ndev->engine_era) {
+		bool stale = job->engine_era != ndev->engine_era;
+
 		spin_unlock(&ndev->engine_lock);
 		drm_dbg(&ndev->drm,
-			"core %u: job %llu of client %llu: no engine attached, failing with ENODEV\n",
-			job->queue->index, job->seq, job->nfile->client_id);
+			"core %u: job %llu of client %llu: %s, failing with ENODEV\n",
+			job->queue->index, job->seq, job->nfile->client_id,
+			stale ? "submitted for an engine that detached" :
+				"no engine attached");
 		neuron_job_account(job, -ENODEV);
 		return ERR_PTR(-ENODEV);
 	}
@@ -221,7 +230,12 @@ void neuron_engine_forget(struct neuron_job *job)
 /*
  * Fail every job the engine holds with -ENODEV and hand its quarantine to
  * the caller, who revokes the mapping (neuron_hbm_revoke()) before letting
- * the quarantined BOs go.
+ * the quarantined BOs go. A new era begins: jobs submitted before now and
+ * not yet handed to the engine (behind another job of their queue, or
+ * waiting for a fence) fail with -ENODEV when the scheduler runs them, even
+ * if another engine attached meanwhile. A job submitted for one engine is
+ * never run by the next: that engine (a restarted neurond) knows nothing of
+ * the commands its predecessor had in flight.
  */
 static void neuron_engine_detach_locked(struct neuron_device *ndev,
 					struct list_head *quarantine)
@@ -231,6 +245,7 @@ static void neuron_engine_detach_locked(struct neuron_device *ndev,
 	neuron_assert_spin_held(&ndev->engine_lock);
 	ndev->engine = NULL;
 	ndev->engine_owner = NULL;
+	ndev->engine_era++;
 	list_for_each_entry_safe(job, tmp, &ndev->engine_active, engine_link)
 		neuron_engine_signal_locked(job, -ENODEV);
 	list_for_each_entry_safe(job, tmp, &ndev->engine_pending, engine_link)

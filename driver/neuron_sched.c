@@ -102,6 +102,7 @@ struct neuron_job *neuron_job_alloc(struct neuron_file *nfile,
 	job->queue = q;
 	job->nfile = neuron_file_get(nfile);
 	spin_lock(&ndev->engine_lock);
+	job->engine_era = ndev->engine_era;
 	ndev->jobs_alive++;
 	spin_unlock(&ndev->engine_lock);
 	return job;

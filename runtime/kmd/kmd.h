@@ -154,6 +154,11 @@ public:
 
 	// HBM (BO_CREATE with DRM_NEURON_BO_DEVICE). ENOSPC when HBM is full.
 	DeviceBuffer alloc_device(uint64_t size);
+	// A device BO of this file by handle (BO_INFO): after adopt_context, the
+	// allocations an earlier neurond made, at the addresses it gave them, their
+	// bytes as they are. ENOENT if the file has no such handle, EINVAL for a
+	// host BO.
+	DeviceBuffer find_device(uint32_t handle);
 	// Host BO (shmem), mapped here.
 	HostBuffer create_host(uint64_t size);
 	// A dma-buf fd (O_CLOEXEC|O_RDWR) of a Native host buffer, mmap-able.
@@ -239,6 +244,13 @@ public:
 	// a new file of the driver has no core and no DMA queue).
 	// core_mask 0 = every core.
 	std::unique_ptr<KmdContext> create_context(const std::string &name, uint64_t core_mask);
+	// Restart survival: a context whose file outlived the neurond that made it
+	// (kept open by the supervisor): `fd` is owned from here on. Its BOs,
+	// core and DMA masks, tenant and ban are the file's and stay as they were;
+	// jobs the earlier neurond had queued on it ended with that neurond's engine
+	// (ENODEV, the driver's engine eras) and are not tracked here. EINVAL (fd
+	// closed) if fd is not a file of this device.
+	std::unique_ptr<KmdContext> adopt_context(int fd, const std::string &name);
 	// The cores of a context (its DMA queues are left as they are).
 	void set_core_mask(const KmdContext &ctx, uint64_t core_mask);
 	// The cores and the DMA queues of a context.

@@ -211,6 +211,25 @@ std::unique_ptr<KmdContext> KmdDevice::create_context(const std::string &name, u
 	return ctx;
 }
 
+std::unique_ptr<KmdContext> KmdDevice::adopt_context(int fd, const std::string &name)
+{
+	// The same device node as the controller's: a file of another device (or of
+	// anything else) would give handles that name other memory.
+	struct stat mine{}, theirs{};
+	if (::fstat(fd_, &mine) != 0)
+		fail(errno, "fstat of " + path_);
+	if (::fstat(fd, &theirs) != 0) {
+		const int err = errno;
+		::close(fd);
+		fail(err, "adopting context '" + name + "': fstat");
+	}
+	if (!S_ISCHR(theirs.st_mode) || theirs.st_rdev != mine.st_rdev) {
+		::close(fd);
+		fail(EINVAL, "adopting context '" + name + "': the descriptor is not a file of " + path_);
+	}
+	return std::unique_ptr<KmdContext>(new KmdContext(*this, fd, name));
+}
+
 void KmdDevice::set_core_mask(const KmdContext &ctx, uint64_t core_mask)
 {
 	set_access(fd_, path_, ctx, 0, core_mask, 0);
@@ -246,6 +265,17 @@ uint64_t KmdContext::client_id() const
 			return std::stoull(line.substr(14));
 	throw Error(ENOENT, "no drm-client-id in /proc/self/fdinfo/" + std::to_string(fd_) + " of context '" +
 				    name_ + "'");
+}
+
+DeviceBuffer KmdContext::find_device(uint32_t handle)
+{
+	drm_neuron_bo_info i{};
+	i.handle = handle;
+	xioctl(fd_, DRM_IOCTL_NEURON_BO_INFO, &i,
+	       "BO_INFO of handle " + std::to_string(handle) + " in context '" + name_ + "'");
+	if (!(i.bo_flags & DRM_NEURON_BO_DEVICE))
+		fail(EINVAL, "handle " + std::to_string(handle) + " in context '" + name_ + "' is a host BO, not device memory");
+	return DeviceBuffer{handle, i.device_addr, i.size};
 }
 
 DeviceBuffer KmdContext::alloc_device(uint64_t size)

@@ -16,8 +16,11 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <functional>
+#include <memory>
 #include <grp.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -564,6 +567,84 @@ TEST(core_mask_enforced_per_tenant)
 	th1.join();
 	th2.join();
 	CHECK(r1 == 30.0f && r2 == 30.0f, "r1 %g r2 %g", r1, r2);
+}
+
+// Restart survival: a tenant's file outlives the neurond that made it (the
+// supervisor keeps a descriptor), the next neurond adopts it. Its memory is there
+// under the same handles and addresses, its core mask as the kernel holds it; a
+// job the old neurond had queued (waiting for a DMA job) ends with the old engine
+// (ENODEV) and never runs on the new one; new jobs run on the new engine. The old
+// engine runs in a child killed with SIGKILL, as neurond's dies in a crash (a
+// KmdEngine that stops cleanly first runs what it can fetch).
+TEST(context_adopted_after_engine_restart)
+{
+	const int64_t n = 1024;
+	const uint64_t big = 32ull << 20;
+	int kept = -1, ready[2];
+	DeviceBuffer a, b;
+	uint64_t mask = 0;
+	CHECK(pipe(ready) == 0);
+	const pid_t old_engine = fork();
+	CHECK(old_engine >= 0);
+	if (old_engine == 0) {
+		KmdEngine e(kPath);
+		char c = 'r';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	char c = 0;
+	CHECK(read(ready[0], &c, 1) == 1, "the old engine did not attach");
+	{
+		KmdDevice dev(kMinor);
+		auto ctx = dev.create_context("kept", 0x0c);
+		mask = ctx->core_mask();
+		a = ctx->alloc_device(n * 4);
+		b = ctx->alloc_device(n * 4);
+		neuron_cmd f = fill(a.device_addr, n, 3.0);
+		JobBo ja{a.handle, false, true};
+		CHECK(ctx->wait(ctx->compute(2, std::span(&f, 1), std::span(&ja, 1)), deadline_after_ms(kWaitMs)) == 0);
+		auto bv = randf(n, 5);
+		upload(*ctx, b, bv.data(), n * 4);
+		// In flight at the crash: a long DMA job, and a compute job behind it.
+		HostBuffer s = ctx->create_host(big), d = ctx->create_host(big);
+		DmaCopy cp{s.handle, 0, d.handle, 0, big};
+		Fence slow = ctx->dma(0, std::span(&cp, 1));
+		neuron_cmd f7 = fill(a.device_addr, n, 7.0);
+		ctx->compute(3, std::span(&f7, 1), std::span(&ja, 1), std::span(&slow, 1));
+		kill(old_engine, SIGKILL); // neurond dies: its engine detaches
+		int st = 0;
+		CHECK(waitpid(old_engine, &st, 0) == old_engine && WIFSIGNALED(st));
+		kept = dup(ctx->fd()); // what the supervisor holds
+		CHECK(kept >= 0);
+	} // the old neurond's context and controller file close
+	KmdDevice dev(kMinor);
+	KmdEngine engine(kPath);
+	EXPECT_ERRNO(EINVAL, dev.adopt_context(open("/dev/null", O_RDWR | O_CLOEXEC), "not a device file"));
+	auto ctx = dev.adopt_context(kept, "adopted");
+	CHECK(ctx->core_mask() == mask, "mask %#llx, was %#llx", static_cast<unsigned long long>(ctx->core_mask()),
+	      static_cast<unsigned long long>(mask));
+	DeviceBuffer a2 = ctx->find_device(a.handle), b2 = ctx->find_device(b.handle);
+	CHECK(a2.device_addr == a.device_addr && a2.size == a.size);
+	CHECK(b2.device_addr == b.device_addr && b2.size == b.size);
+	EXPECT_ERRNO(ENOENT, ctx->find_device(b.handle + 1000));
+	// Every job on a, the old engine's included, is over; none wrote 7.
+	CHECK(ctx->wait_bo(a.handle, deadline_after_ms(kWaitMs)));
+	auto got = download_f32(*ctx, a2, n);
+	for (int64_t i = 0; i < n; ++i)
+		CHECK(got[i] == 3.0f, "a[%lld] = %g after the restart, want 3", static_cast<long long>(i), got[i]);
+	auto bv = randf(n, 5);
+	auto gb = download_f32(*ctx, b2, n);
+	CHECK(std::memcmp(gb.data(), bv.data(), n * 4) == 0, "b changed across the restart");
+	// The new engine runs the adopted file's new jobs, on its cores only.
+	neuron_cmd sum = add(a2.device_addr, a2.device_addr, b2.device_addr, n);
+	JobBo jb[2] = {{a2.handle, true, true}, {b2.handle, true, false}};
+	EXPECT_ERRNO(EACCES, ctx->compute(0, std::span(&sum, 1), jb));
+	CHECK(ctx->wait(ctx->compute(3, std::span(&sum, 1), jb), deadline_after_ms(kWaitMs)) == 0);
+	got = download_f32(*ctx, a2, n);
+	for (int64_t i = 0; i < n; ++i)
+		CHECK(got[i] == 3.0f + bv[i], "a[%lld] = %g, want %g", static_cast<long long>(i), got[i], 3.0f + bv[i]);
 }
 
 TEST(tenants_cannot_name_each_others_buffers)

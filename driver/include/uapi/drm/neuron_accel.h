@@ -465,8 +465,9 @@ struct drm_neuron_dma_copy {
  * have signalled, runs on the queue named by @queue_type and @queue_index, and
  * its completion signals every @out_syncs entry. Jobs of one queue complete
  * in submission order. A job's fence carries its error: ENODEV when a compute
- * job finds no engine attached (or the engine detached, or did not fetch it
- * within %DRM_NEURON_PARAM_JOB_MAX_MS), ETIMEDOUT when it
+ * job finds no engine attached (or the engine it was submitted for
+ * detached, or did not fetch it within %DRM_NEURON_PARAM_JOB_MAX_MS),
+ * ETIMEDOUT when it
  * overran the job timeout (the queue is reset and the file banned; for a
  * compute job the timeout counts from the moment the engine fetched it, for
  * a DMA job from the moment its copies start), ECANCELED when the file was
@@ -629,7 +630,12 @@ struct drm_neuron_set_core_mask {
  * Detaching (this flag, closing the last reference to the file, or closing a
  * descriptor of it in the process that attached) fails the jobs the engine
  * held with ENODEV and revokes its HBM mapping: from then on the mapping
- * raises SIGBUS.
+ * raises SIGBUS. Compute jobs submitted while it was attached that it had
+ * not been handed yet (queued behind another job or waiting for a fence)
+ * fail with ENODEV when they would run, even if another engine attached
+ * meanwhile: a job submitted for one engine never runs on the next (a
+ * restarted engine process knows nothing of its predecessor's jobs). Jobs
+ * submitted while no engine is attached run on the next one that attaches.
  *
  * Errors: EACCES without CAP_SYS_ADMIN (before API 1.1: EPERM); EBUSY if
  * another file is the engine; EINVAL for unknown @flags or nonzero @pad, or

@@ -27,6 +27,7 @@ namespace {
 constexpr size_t kMaxSegment = 16384;    // commands of one segment recorded at most
 constexpr size_t kMaxChunkPrograms = 512; // programs registered per stream at most
 constexpr size_t kMaxSeen = 4096;         // forms counted per stream before the counts restart
+constexpr size_t kMaxPrevious = 16;       // occurrences kept to find commands whose scalars change
 
 std::atomic<int> g_warmup{2};  // occurrences of a form before it is registered
 std::atomic<int> g_chunk{64};  // commands per program
@@ -77,6 +78,25 @@ uint64_t mix(uint64_t h, const void *p, size_t n)
 	}
 	for (; i < n; ++i)
 		h = (h ^ c[i]) * 0x100000001b3ull;
+	return h;
+}
+
+// same_fields without the scalars (a command whose scalars change every step).
+bool same_but_scalars(const neuron_cmd &a, const neuron_cmd &b)
+{
+	if (std::memcmp(&a, &b, kHeadBytes))
+		return false;
+	for (int j = 0; j < a.num_operands && j < NEURON_MAX_OPERANDS; ++j)
+		if (std::memcmp(&a.operands[j].host_buffer, &b.operands[j].host_buffer, kDescTail))
+			return false;
+	return true;
+}
+
+uint64_t loose_hash(const neuron_cmd &c)
+{
+	uint64_t h = mix(0x84222325cbf29ce4ull, &c, kHeadBytes);
+	for (int j = 0; j < c.num_operands && j < NEURON_MAX_OPERANDS; ++j)
+		h = mix(h, &c.operands[j].host_buffer, kDescTail);
 	return h;
 }
 
@@ -145,6 +165,7 @@ struct Chunk {
 	size_t begin = 0, end = 0;
 	std::vector<uint64_t> region_bytes;
 	uint64_t program = 0; // neurond's id once registered
+	bool plain = false;   // holds a command whose scalars change: checked, never a program
 };
 
 struct Form {
@@ -152,8 +173,11 @@ struct Form {
 	std::vector<const char *> labels;
 	std::vector<std::array<Ref, NEURON_MAX_OPERANDS>> refs;
 	std::vector<Chunk> chunks;
-	uint64_t sig = 0;
+	uint64_t sig = 0; // without the scalars: a form may have commands whose scalars change
 	uint64_t first_key = 0;
+	// Commands whose scalars differed between occurrences: their chunks stay plain
+	// (program 0), checked but submitted as issued.
+	std::vector<uint8_t> volatile_;
 	std::string taint;
 };
 
@@ -222,7 +246,7 @@ Form canonical(std::vector<neuron_cmd> cmds, std::vector<const char *> labels, s
 		if (ch.region_bytes.empty() && f.taint.empty())
 			f.taint = "a chunk that touches no memory";
 		for (size_t k = ch.begin; k < ch.end; ++k) {
-			const uint64_t fh = fields_hash(f.cmds[k]);
+			const uint64_t fh = loose_hash(f.cmds[k]);
 			h = mix(h, &fh, sizeof fh);
 			for (int j = 0; j < f.cmds[k].num_operands; ++j) {
 				const int64_t ref[2] = {f.refs[k][j].region, static_cast<int64_t>(f.refs[k][j].offset)};
@@ -295,6 +319,7 @@ struct AdaptiveStream {
 	neuron_wait wait{};
 	// History: occurrences per form, registered forms, which form followed which.
 	std::unordered_map<uint64_t, int> seen;
+	std::unordered_map<uint64_t, std::unique_ptr<Form>> previous; // last occurrence per form, until registered
 	std::unordered_map<uint64_t, std::unique_ptr<Form>> forms;
 	std::unordered_map<uint64_t, std::vector<const Form *>> by_first;
 	std::unordered_map<uint64_t, uint64_t> successor;
@@ -423,7 +448,32 @@ void maybe_register(StreamQueues &sq, AdaptiveStream &st, Form &&f)
 {
 	if (st.seen.size() > kMaxSeen) // code whose segments never repeat (forms that will not come back)
 		st.seen.clear();
-	if (++st.seen[f.sig] != g_warmup.load() || st.forms.count(f.sig))
+	if (st.forms.count(f.sig))
+		return;
+	const int seen = ++st.seen[f.sig];
+	f.volatile_.assign(f.cmds.size(), 0);
+	if (auto p = st.previous.find(f.sig); p != st.previous.end()) {
+		f.volatile_ = p->second->volatile_;
+		for (size_t k = 0; k < f.cmds.size() && k < p->second->cmds.size(); ++k)
+			if (!same_fields(f.cmds[k], p->second->cmds[k]))
+				f.volatile_[k] = 1;
+	}
+	if (seen != g_warmup.load()) {
+		if (st.previous.size() >= kMaxPrevious)
+			st.previous.clear();
+		st.previous[f.sig] = std::make_unique<Form>(std::move(f));
+		return;
+	}
+	st.previous.erase(f.sig);
+	bool any = false;
+	for (Chunk &ch : f.chunks) {
+		bool plain = false;
+		for (size_t k = ch.begin; k < ch.end; ++k)
+			plain = plain || f.volatile_[k];
+		ch.plain = plain;
+		any = any || !plain;
+	}
+	if (!any)
 		return;
 	if (st.programs + f.chunks.size() > kMaxChunkPrograms) {
 		g_count.refused.fetch_add(1, std::memory_order_relaxed);
@@ -433,7 +483,9 @@ void maybe_register(StreamQueues &sq, AdaptiveStream &st, Form &&f)
 	}
 	auto form = std::make_unique<Form>(std::move(f));
 	for (Chunk &ch : form->chunks)
-		if (auto why = register_chunk(*form, ch, sq.device); !why.empty()) {
+		if (ch.plain)
+			continue;
+		else if (auto why = register_chunk(*form, ch, sq.device); !why.empty()) {
 			for (Chunk &done : form->chunks)
 				if (done.program)
 					(void)neuron_program_release(client(), done.program);
@@ -441,9 +493,12 @@ void maybe_register(StreamQueues &sq, AdaptiveStream &st, Form &&f)
 			note(&g_count.last_refusal, "neurond refused a segment's program: " + why);
 			return;
 		}
-	st.programs += form->chunks.size();
+	size_t registered = 0;
+	for (const Chunk &ch : form->chunks)
+		registered += ch.program ? 1 : 0;
+	st.programs += registered;
 	g_count.registered.fetch_add(1, std::memory_order_relaxed);
-	g_count.programs.fetch_add(static_cast<int64_t>(form->chunks.size()), std::memory_order_relaxed);
+	g_count.programs.fetch_add(static_cast<int64_t>(registered), std::memory_order_relaxed);
 	st.by_first[form->first_key].push_back(form.get());
 	st.forms[form->sig] = std::move(form);
 }
@@ -517,13 +572,24 @@ bool adaptive_take_locked(StreamQueues &sq, neuron_cmd &cmd)
 	if (!st.replay)
 		return false;
 	const size_t k = st.next;
-	if (k >= st.replay->cmds.size() || !same_fields(st.replay->cmds[k], cmd) || !bind_operands(st, cmd, k)) {
+	const bool plain_chunk = k < st.replay->cmds.size() && st.replay->chunks[st.chunk].plain;
+	if (k >= st.replay->cmds.size() ||
+	    !(st.replay->volatile_[k] ? same_but_scalars(st.replay->cmds[k], cmd) : same_fields(st.replay->cmds[k], cmd)) ||
+	    (!plain_chunk && !bind_operands(st, cmd, k))) {
 		leave_replay(sq, st,
 			     k >= st.replay->cmds.size()
 				     ? "the segment is longer than the recorded one"
 				     : "command " + std::to_string(k) + " (" + (tl_native_op ? tl_native_op : "?") +
 					       ") differs from the recorded one (" +
 					       (st.replay->labels[k] ? st.replay->labels[k] : "?") + ")");
+		return false;
+	}
+	if (plain_chunk) { // checked, submitted as issued
+		st.next = st.held_from = k + 1;
+		if (st.next == st.replay->chunks[st.chunk].end && st.next < st.replay->cmds.size()) {
+			++st.chunk;
+			start_chunk(st);
+		}
 		return false;
 	}
 	if (cmd.wait.queue_id && cmd.wait.value > st.wait.value)
@@ -573,7 +639,8 @@ void op_adaptive_set(bool on, int64_t warmup, int64_t chunk)
 			end_segment(*sq, st);
 			for (auto &[sig, f] : st.forms)
 				for (const Chunk &ch : f->chunks)
-					ids.push_back(ch.program);
+					if (ch.program)
+						ids.push_back(ch.program);
 			*sq->adaptive = AdaptiveStream{};
 		}
 		if (ids.empty() || !connected())

@@ -1,6 +1,7 @@
 // The PrivateUse1 device guard: current device, streams (a core queue and a DMA
 // queue each, runtime.h) and events (a point on a stream's core timeline),
 // through which torch.Stream, torch.Event and torch.accelerator reach us.
+#include "adaptive_eager.h"
 #include "memory.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -78,6 +79,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 			return;
 		neuron_event e{ev->queue_id, ev->value};
 		std::lock_guard lock(sq.mu);
+		adaptive_flush_locked(sq); // the wait follows the work issued before it
 		neuron_status s = neuron_queue_wait_event(sq.core, &e);
 		if (s != NEURON_OK)
 			stream_failed(sq, s, "waiting for an event");

@@ -1,6 +1,7 @@
 // Connection, devices, streams and their ordering rules (see runtime.h).
 #include "runtime.h"
 
+#include "adaptive_eager.h"
 #include "graph_capture.h"
 
 #include "device_trace.h"
@@ -98,6 +99,8 @@ void create_queues(StreamQueues &sq)
 }
 
 } // namespace
+
+thread_local const char *tl_native_op = nullptr;
 
 uint64_t now_ns()
 {
@@ -256,6 +259,16 @@ uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
 		cmd.wait.value = sq.dma_pending;
 		sq.core_waited_dma = sq.dma_pending;
 	}
+	if (sq.adaptive || adaptive_on()) [[unlikely]] {
+		// Adaptive eager holds commands back while they follow a recorded segment;
+		// a graph capture or the device trace sees every command (a flush point).
+		if (adaptive_on() && !capture_active() && !slots.valid) {
+			if (adaptive_take_locked(sq, cmd))
+				return 0; // submitted later, in order, by a program or as itself
+		} else {
+			adaptive_flush_locked(sq);
+		}
+	}
 	if (capture_active()) [[unlikely]]
 		capture_command(sq, cmd);
 	if (slots.valid) [[unlikely]]
@@ -270,6 +283,7 @@ uint64_t submit_core(StreamQueues &sq, neuron_cmd &cmd)
 uint64_t submit_program(StreamQueues &sq, uint64_t program, const uint64_t *bindings, uint32_t count)
 {
 	std::lock_guard lock(sq.mu);
+	adaptive_flush_locked(sq);
 	neuron_exec_options opts{};
 	if (sq.dma_pending > sq.core_waited_dma) {
 		opts.wait.queue_id = neuron_queue_id(sq.dma);
@@ -285,6 +299,7 @@ uint64_t submit_program(StreamQueues &sq, uint64_t program, const uint64_t *bind
 
 void dma_after_core_locked(StreamQueues &sq)
 {
+	adaptive_flush_locked(sq); // the copy waits for the core work issued so far
 	if (capture_active()) [[unlikely]]
 		capture_taint("a copy to or from the host");
 	neuron_event ev{};
@@ -307,6 +322,7 @@ void core_after_dma_locked(StreamQueues &sq, uint64_t dma_seq)
 uint64_t stream_point(StreamQueues &sq)
 {
 	std::lock_guard lock(sq.mu);
+	adaptive_flush_locked(sq);
 	if (sq.dma_pending > sq.core_waited_dma) {
 		neuron_event ev{neuron_queue_id(sq.dma), sq.dma_pending};
 		neuron_status s = neuron_queue_wait_event(sq.core, &ev);
@@ -326,6 +342,7 @@ void sync_stream(StreamQueues &sq)
 	neuron_queue *dma, *core;
 	{
 		std::lock_guard lock(sq.mu);
+		adaptive_flush_locked(sq);
 		dma = sq.dma;
 		core = sq.core;
 	}
@@ -340,6 +357,7 @@ void sync_stream(StreamQueues &sq)
 bool query_stream(StreamQueues &sq)
 {
 	std::lock_guard lock(sq.mu);
+	adaptive_flush_locked(sq);
 	neuron_event a{}, b{};
 	neuron_event_record(sq.core, &a);
 	neuron_event_record(sq.dma, &b);

@@ -38,6 +38,8 @@ int current_device();
 void set_current_device(int device);
 void check_device(int device);
 
+struct AdaptiveStream; // adaptive_eager.cpp
+
 struct StreamQueues {
 	int device = 0;
 	int64_t id = 0;
@@ -47,6 +49,7 @@ struct StreamQueues {
 	uint64_t core_waited_dma = 0;
 	uint64_t dma_waited_core = 0;  // last core seq the DMA queue already waits for
 	std::mutex mu;
+	AdaptiveStream *adaptive = nullptr; // adaptive eager's recording and replay (under mu)
 };
 
 constexpr int kStreamPoolSize = 8;
@@ -101,10 +104,21 @@ struct NativeCounter {
 	NativeCounter *next = nullptr;
 };
 NativeCounter *&native_counters();
-#define NEURON_NATIVE(opname)                                   \
-	do {                                                    \
-		static ::torch_neuron::NativeCounter c_(opname); \
-		c_.n.fetch_add(1, std::memory_order_relaxed);   \
-	} while (0)
+// The native op running on this thread (innermost), for adaptive eager's program
+// labels: a fault in a replayed program names the op that issued the command.
+extern thread_local const char *tl_native_op;
+struct NativeScope {
+	explicit NativeScope(const char *op) : prev(tl_native_op) { tl_native_op = op; }
+	~NativeScope() { tl_native_op = prev; }
+	NativeScope(const NativeScope &) = delete;
+	NativeScope &operator=(const NativeScope &) = delete;
+	const char *prev;
+};
+#define NEURON_NATIVE_CAT2(a, b) a##b
+#define NEURON_NATIVE_CAT(a, b) NEURON_NATIVE_CAT2(a, b)
+#define NEURON_NATIVE(opname)                                                                              \
+	static ::torch_neuron::NativeCounter NEURON_NATIVE_CAT(neuron_native_c_, __LINE__)(opname);        \
+	NEURON_NATIVE_CAT(neuron_native_c_, __LINE__).n.fetch_add(1, std::memory_order_relaxed);            \
+	::torch_neuron::NativeScope NEURON_NATIVE_CAT(neuron_native_s_, __LINE__)(opname)
 
 } // namespace torch_neuron

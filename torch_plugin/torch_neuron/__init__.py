@@ -5,6 +5,7 @@ Loaded automatically by ``import torch`` through the ``torch.backends`` entry po
 Environment switches:
   NEURON_SOCKET=PATH              neurond's socket (default /run/neuron/neurond.sock for root)
   TORCH_NEURON_FALLBACK=error     ops without a neuron kernel raise instead of running on the CPU
+  TORCH_NEURON_ADAPTIVE_EAGER=1   adaptive eager on from the start (torch.neuron.set_adaptive_eager)
 
 If the native extension cannot be loaded (built for another torch, a broken
 install), ``import torch`` still works: one warning says what is wrong and how to
@@ -84,6 +85,8 @@ def _load():
     # Modules `import torch` does not load: adapted when (if) they are imported.
     _import_hooks.after_import("torch._dynamo.device_interface", _register_dynamo_device)
     _import_hooks.after_import("torch.nn.attention.flex_attention", _allow_flex_attention)
+    if os.environ.get("TORCH_NEURON_ADAPTIVE_EAGER", "") not in ("", "0"):
+        _device.set_adaptive_eager(True)
 
 
 def _register_dynamo_device():

@@ -14,6 +14,7 @@ __all__ = [
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "get_device_name", "get_device_properties", "get_amp_supported_dtype",
     "fallback_ops", "native_ops", "reset_op_counts",
+    "set_adaptive_eager", "is_adaptive_eager", "adaptive_eager_stats", "reset_adaptive_eager_stats",
 ]
 
 
@@ -296,3 +297,42 @@ def native_ops() -> dict:
 
 def reset_op_counts() -> None:
     _ops.reset_op_counts()
+
+
+# Adaptive eager (csrc/adaptive_eager.h; torch_plugin/README.md, "Adaptive eager").
+_ADAPTIVE_COUNTERS = ("segments", "forms_registered", "programs", "replayed_segments", "replayed_chunks",
+                      "replayed_commands", "held_then_plain", "fallbacks", "refused")
+
+
+def set_adaptive_eager(enabled: bool, *, warmup: int = 2, chunk: int = 64) -> None:
+    """Turns adaptive eager on or off for the process.
+
+    On: each stream's command segments (the commands between two synchronization
+    points: .item(), synchronize(), a host<->device copy, an event) are recorded; a
+    segment seen ``warmup`` times with the same commands (tensors may sit at other
+    addresses) is registered with neurond as programs of ``chunk`` commands, and
+    later occurrences are replayed through them while each command is checked
+    against the recording; any difference submits the held commands as plain eager.
+    Off: held work is submitted and the programs are released. Results are those of
+    plain eager. Also ``TORCH_NEURON_ADAPTIVE_EAGER=1`` at import."""
+    _ops._adaptive_set(bool(enabled), int(warmup), int(chunk))
+
+
+def is_adaptive_eager() -> bool:
+    return bool(_ops._adaptive_enabled())
+
+
+def adaptive_eager_stats() -> dict:
+    """Counters since the last reset: segments ended, forms registered and their
+    programs, segments / chunks / commands replayed, commands held back and then
+    submitted plain, fallbacks (a replay abandoned), forms neurond refused; and the
+    last fallback's and refusal's reasons."""
+    counts, last_fallback, last_refusal = _ops._adaptive_stats()
+    out = dict(zip(_ADAPTIVE_COUNTERS, (int(c) for c in counts)))
+    out["last_fallback"] = last_fallback
+    out["last_refusal"] = last_refusal
+    return out
+
+
+def reset_adaptive_eager_stats() -> None:
+    _ops._adaptive_reset_stats()

@@ -26,6 +26,9 @@ apt_packages=(
 if [[ $want_test == 1 ]]; then
 	# libFuzzer, sanitizer and OpenMP runtimes for clang; tmux drives the TUI tests
 	apt_packages+=(clang libclang-rt-14-dev libomp-14-dev tmux)
+	# ccache: Meson compiles through it when it is on PATH; CI keeps its cache
+	# (.ci/run) so a warm run does not rebuild the four build trees from scratch
+	apt_packages+=(ccache)
 	# libgfortran.a: the QEMU suite's static kmd_test links OpenBLAS's LAPACK (the
 	# chip's linear-algebra kernels), which is Fortran
 	apt_packages+=(libgfortran-12-dev)

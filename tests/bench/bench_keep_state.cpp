@@ -11,6 +11,8 @@
 //   4. fp32 matmul 512 (run again exactly)
 //
 //   bench-keep-state [--neurond PATH] [--rounds N] [--quick]
+#define BENCH_NAME "bench-keep-state"
+#include "neuron_check.h"
 #include "daemon_launcher.h"
 #include "stats.h"
 
@@ -30,15 +32,6 @@
 using neuron::detail::monotonic_ns;
 
 namespace {
-
-#define CHECK(call)                                                                                   \
-	do {                                                                                              \
-		neuron_status s_ = (call);                                                                    \
-		if (s_ != NEURON_OK) {                                                                        \
-			std::fprintf(stderr, "bench-keep-state: %s failed: %s\n", #call, neuron_last_error());    \
-			std::exit(1);                                                                             \
-		}                                                                                             \
-	} while (0)
 
 constexpr int64_t kElems = 4 << 20;
 constexpr int kMatmulN = 512;

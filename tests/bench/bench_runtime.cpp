@@ -13,6 +13,8 @@
 //      CPU, BLIS when installed, torch.matmul when python3 (--python) imports torch
 //      (gemm_refs.h); every candidate is printed, the best is the reference. Three
 //      rounds of (device, references), each side the median of its round medians.
+#define BENCH_NAME "bench-runtime"
+#include "neuron_check.h"
 #include "daemon_launcher.h"
 #include "gemm_refs.h"
 #include "raw_client.h"
@@ -36,15 +38,6 @@
 using neuron::detail::monotonic_ns;
 
 namespace {
-
-#define CHECK(call)                                                                                   \
-	do {                                                                                              \
-		neuron_status s_ = (call);                                                                    \
-		if (s_ != NEURON_OK) {                                                                        \
-			std::fprintf(stderr, "bench-runtime: %s failed: %s\n", #call, neuron_last_error());       \
-			std::exit(1);                                                                             \
-		}                                                                                             \
-	} while (0)
 
 // Round trip of a wake-up between two threads through a futex: the cost a
 // sleeping waiter pays, and the yardstick for the command round trip.

@@ -16,6 +16,8 @@
 //   tiles that neurond hands to neuron.ko; run it in the QEMU guest
 //   (tests/driver/run-qemu-suite.sh with NEURON_SUITE_BENCH=1), where TCG makes
 //   absolute times meaningless and only the ratios count.
+#define BENCH_NAME "bench-sharing"
+#include "../bench/neuron_check.h"
 #include "neurond_process.h"
 #include "raw_client.h"
 
@@ -38,15 +40,6 @@ using detail::monotonic_ns;
 namespace {
 
 std::string g_socket;
-
-#define CHECK(call)                                                                                   \
-	do {                                                                                          \
-		neuron_status s_ = (call);                                                            \
-		if (s_ != NEURON_OK) {                                                                \
-			std::fprintf(stderr, "bench-sharing: %s failed: %s\n", #call, neuron_last_error()); \
-			std::exit(1);                                                                 \
-		}                                                                                     \
-	} while (0)
 
 api::Response admin(api::Request &req)
 {

@@ -12,7 +12,9 @@ REPO_ROOT=$(cd "$INSTALL_TESTS/../.." && pwd)
 CI_CACHE=${NEURON_CI_CACHE:-/var/cache/neuron-ci}
 DEBIAN_MIRROR=${NEURON_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-say() { echo "[${SUITE:-install}] $*"; }
+# Messages go to stderr: a script's stdout is its result (host-image.sh prints the
+# image directory, which its caller captures).
+say() { echo "[${SUITE:-install}] $*" >&2; }
 die() { echo "[${SUITE:-install}] error: $*" >&2; exit 1; }
 
 # sha256 over the names and contents of the given files (sorted), e.g. a recipe

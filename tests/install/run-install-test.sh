@@ -46,7 +46,9 @@ need_debs qemu-system-x86 qemu-utils e2fsprogs apt-utils
 
 # --- 1. image ----------------------------------------------------------------------
 t0=$(date +%s)
-image=$(bash "$INSTALL_TESTS/host-image.sh") || { result FAIL "host_image_built"; finish; }
+# Its last line of output is the image directory (tools it runs may print before it).
+image=$(bash "$INSTALL_TESTS/host-image.sh" | tail -n 1) && [ -f "$image/root.ext4" ] ||
+	{ result FAIL "host_image_built"; finish; }
 say "host image: $image ($(($(date +%s) - t0))s)"
 
 # --- 2. packages -------------------------------------------------------------------

@@ -7,6 +7,7 @@ torch.compile(backend="neuron") graphs (one TILE_KERNEL node each).
     h = kl.swiglu(gate, up)                  # silu(gate) * up, any shape (same for both)
     q = kl.rotary_embedding(q, cos, sin)     # q [..., S, D], cos/sin [S, D/2]
     o = kl.flash_attention(q, k, v, causal=True)   # [..., S, D], D <= 128
+    out = kl.moe_matmul(x, w, idx, gw)       # MoE: x [T, H], w [E, H, F], top-k idx/gw [T, k]
 
 Every kernel computes in float32 on chip (bf16/f16 tensors are widened on load
 and rounded on store) and handles shapes that do not divide its tiles (rows by
@@ -400,3 +401,10 @@ def flash_attention(q, k, v, causal=False, scale=None):
     flat = lambda t: t.reshape(-1, S, D)  # noqa: E731
     out, _ = _flash(flat(q), flat(k), flat(v), scale, bool(causal))
     return out.reshape(q.shape)
+
+
+# ---------------------------------------------------------------- MoE blockwise matmul (moe.py)
+
+from .moe import grouped_matmul, moe_grouped_backward, moe_grouped_forward, moe_matmul  # noqa: E402,F401
+
+__all__ += ["moe_matmul", "grouped_matmul", "moe_grouped_forward", "moe_grouped_backward"]

@@ -130,6 +130,23 @@ def sequential_range(n):
     return _loop(n, F.SEQUENTIAL)
 
 
+def static_range(n):
+    """A loop unrolled at trace time: each iteration is a Python int, so an inner
+    loop's bound or a slice may depend on it (a triangular loop: the tiles of a
+    causal mask's lower half). Every iteration's tiles reuse one on-chip region
+    (the copies run one after the other); tiles made before the loop persist."""
+    t = _tracer()
+    n = Affine.of(n).constant()
+    if n is None or n < 0:
+        raise KernelError(f"static_range takes a static count >= 0, not {n!r}")
+    mark, high = (t.sbuf_next, t.psum_next), (t.sbuf_next, t.psum_next)
+    for i in range(n):
+        t.sbuf_next, t.psum_next = mark
+        yield i
+        high = (max(high[0], t.sbuf_next), max(high[1], t.psum_next))
+    t.sbuf_next, t.psum_next = high  # a tile of the last copy may still be read after the loop
+
+
 def cdiv(a, b):
     return -(-int(a) // int(b))
 

@@ -24,7 +24,7 @@ from ._trace import KernelError, affine_range, cdiv, static_range
 from ._trace import sequential_range as nl_sequential
 from . import kernel
 
-__all__ = ["rms_norm", "swiglu", "rotary_embedding", "flash_attention", "rmsnorm_forward", "rmsnorm_backward",
+__all__ = ["matmul", "rms_norm", "swiglu", "rotary_embedding", "flash_attention", "rmsnorm_forward", "rmsnorm_backward",
            "swiglu_forward", "swiglu_backward", "rope_kernel", "flash_attention_forward", "flash_attention_stats",
            "flash_attention_backward"]
 
@@ -39,6 +39,26 @@ def _expect(arg, shape, name):
 
 def _f32(t):
     return t if t.dtype == F.F32 else nl.copy(t, nl.float32)
+
+
+# ---------------------------------------------------------------- tiled matmul
+
+@kernel
+def matmul(c, a, b):
+    """c[M, N] = a[M, K] @ b[K, N] (NKI's matmul tutorial): output tiles of 128 x 512
+    (one PSUM bank), K by 128 accumulated in PSUM; tails zero-filled and masked. A
+    plain kernel (no custom op, no backward): the test suite's and bench_kernels.py's
+    measure of the language against the chip's MATMUL opcode."""
+    M, K = a.shape
+    N = b.shape[1]
+    for m in affine_range(cdiv(M, P)):
+        for n in affine_range(cdiv(N, COLS)):
+            acc = nl.zeros((P, COLS), buffer=nl.psum)
+            for k in affine_range(cdiv(K, P)):
+                at = nl.load(a.T[k * P:k * P + P, m * P:m * P + P], fill=0.0)
+                bt = nl.load(b[k * P:k * P + P, n * COLS:n * COLS + COLS], fill=0.0)
+                nl.nc_matmul(at, bt, acc=acc)
+            nl.store(c[m * P:m * P + P, n * COLS:n * COLS + COLS], acc)
 
 
 # ---------------------------------------------------------------- RMSNorm

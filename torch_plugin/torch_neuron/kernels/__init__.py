@@ -23,7 +23,9 @@ between loop iterations. See torch_plugin/README.md, "Writing kernels".
 `custom_op` makes a kernel a torch.library custom op (fake implementation,
 autograd through a backward kernel, a node of torch.compile graphs), and
 `torch_neuron.kernels.library` holds kernels built that way (RMSNorm, SwiGLU,
-rotary embedding, each with its backward).
+rotary embedding, flash attention, the MoE blockwise matmul, each with its
+backward) and the tiled matmul. Affine loops are checked for write conflicts when
+traced (_writes.py); `static_range` unrolls a loop at trace time (triangular loops).
 """
 
 import functools

@@ -90,3 +90,12 @@ def test_moe_matmul_refuses_bad_routing():
         kl.moe_matmul(x, w, torch.tensor([[0], [1], [2], [0]]), torch.ones(4, 1))
     with pytest.raises(nk.KernelError, match="x \\[T, H\\] and w"):
         kl.moe_matmul(x, torch.randn(2, 9, 8), torch.zeros(4, 1, dtype=torch.long), torch.ones(4, 1))
+
+
+def test_grouped_matmul_opcheck():
+    """PyTorch's checks of the grouped matmul op (schema, fake vs real, autograd
+    registration, AOT dispatch): CPU tensors, so the kernels run in the simulation."""
+    xg = torch.randn(256, 12, requires_grad=True)
+    w = torch.randn(3, 12, 10, requires_grad=True)
+    results = torch.library.opcheck(torch.ops.neuron_kernels.moe_grouped_matmul.default, (xg, w, [1, 0, 1]))
+    assert set(results.values()) == {"SUCCESS"}, results

@@ -47,3 +47,68 @@ class TinyLM(nn.Module):
         h = self.emb(idx) + self.pos(pos)
         h = self.blocks(h, mask=mask, is_causal=True)
         return self.head(self.norm(h))
+
+
+class LlamaLM(nn.Module):
+    """A Llama-style causal language model (RMSNorm, rotary embedding, SwiGLU MLP, no
+    biases). use_kernels=True swaps the PyTorch implementations of RMSNorm, SwiGLU,
+    RoPE and causal attention for the tile-kernel library's
+    (torch_neuron.kernels.library); the parameters and the math are the same."""
+
+    def __init__(self, vocab=96, d=64, heads=4, layers=2, ctx=32, use_kernels=False):
+        super().__init__()
+        self.heads, self.use_kernels = heads, use_kernels
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(_LlamaBlock(d, heads) for _ in range(layers))
+        self.norm = nn.Parameter(torch.ones(d))
+        self.head = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        inv = 1.0 / (10000 ** (torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd))
+        angles = torch.outer(torch.arange(ctx, dtype=torch.float32), inv)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def ops(self):
+        if self.use_kernels:
+            from torch_neuron.kernels import library as kl
+            return kl.rms_norm, kl.swiglu, kl.rotary_embedding, lambda q, k, v: kl.flash_attention(q, k, v, True)
+        return _rms_norm, lambda g, u: nn.functional.silu(g) * u, _rope, \
+            lambda q, k, v: nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        ops = self.ops()
+        cos, sin = self.cos[:t], self.sin[:t]
+        h = self.emb(idx)
+        for block in self.blocks:
+            h = block(h, ops, cos, sin, self.heads)
+        return self.head(ops[0](h, self.norm, 1e-6))
+
+
+def _rms_norm(x, w, eps):
+    return nn.functional.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def _rope(x, cos, sin):
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class _LlamaBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.gate_up = nn.Linear(d, 2 * (8 * d // 3), bias=False)
+        self.down = nn.Linear(8 * d // 3, d, bias=False)
+
+    def forward(self, x, ops, cos, sin, heads):
+        rms_norm, swiglu, rope, attention = ops
+        B, T, d = x.shape
+        q, k, v = self.qkv(rms_norm(x, self.norm1, 1e-6)).view(B, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+        a = attention(rope(q.contiguous(), cos, sin), rope(k.contiguous(), cos, sin), v.contiguous())
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, d))
+        g, u = self.gate_up(rms_norm(x, self.norm2, 1e-6)).chunk(2, dim=-1)
+        return x + self.down(swiglu(g.contiguous(), u.contiguous()))

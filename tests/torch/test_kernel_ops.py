@@ -310,3 +310,37 @@ def test_flash_attention_keeps_no_score_matrix_in_device_memory():
     torch.neuron.synchronize()
     extra = torch.neuron.max_memory_allocated() - base
     assert extra < S * S * 4 // 4, extra  # O(S * D) tensors (out, lse, stacked k/v, grads), never O(S^2)
+
+
+def _executed(traced, op):
+    """How often the tile program runs instructions of opcode `op` (loop trips multiplied)."""
+    from torch_neuron.kernels import _format
+    count, trips = 0, [1]
+    for insn in traced.insns:
+        if insn["op"] == _format.OP_LOOP_BEGIN:
+            trips.append(trips[-1] * insn["i"][0])
+        elif insn["op"] == _format.OP_LOOP_END:
+            trips.pop()
+        elif insn["op"] == op:
+            count += trips[-1]
+    return count
+
+
+def test_causal_flash_attention_skips_the_tiles_above_the_diagonal():
+    """S = 300: 3 x 3 tiles of 128. Causal attention computes the 6 tiles on and below
+    the diagonal, forward (2 matmuls per tile: scores, P V) and backward (4 per tile in
+    the dK/dV pass, 3 in the dQ pass); the full attention all 9 (results: test_flash_attention)."""
+    from torch_neuron.kernels import _format
+    BH, S, D, T = 2, 300, 16, 3
+    q = torch.empty(BH, S, D)
+    fwd = [kl.flash_attention_forward.trace([q, torch.empty(BH, S, 1), q, q, q], dict(scale=0.25, causal=c))
+           for c in (False, True)]
+    bwd = [kl.flash_attention_backward.trace([q, torch.empty(2, BH, S, D), q, q, torch.empty(2, BH, S, D),
+                                              torch.empty(BH, S, 2)], dict(scale=0.25, causal=c))
+           for c in (False, True)]
+    tiles = {False: T * T, True: T * (T + 1) // 2}
+    for causal in (False, True):
+        assert _executed(fwd[causal], _format.OP_MATMUL) == BH * tiles[causal] * 2
+        assert _executed(bwd[causal], _format.OP_MATMUL) == BH * tiles[causal] * 7
+    # the key/value loads: each key tile once per query tile it meets
+    assert _executed(fwd[True], _format.OP_DMA) < _executed(fwd[False], _format.OP_DMA)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torch_neuron.kernels as nk
+from torch_neuron.kernels.library import matmul  # the tiled matmul (bench_kernels.py measures it too)
 
 DEV = "neuron"
 
@@ -20,21 +21,6 @@ def rmsnorm(out, x, gamma, eps=1e-6):
         ss = nk.sum(t * t, axis=1)
         rstd = nk.activation("rsqrt", ss, scale=1.0 / H, bias=eps)
         nk.store(out[rows, :], t * rstd * g)
-
-
-@nk.kernel
-def matmul(c, a, b):
-    """c[M, N] = a[M, K] @ b[K, N]: m by 128, n by 512, k by 128 into one PSUM bank."""
-    M, K = a.shape
-    N = b.shape[1]
-    for m in nk.affine_range(nk.cdiv(M, 128)):
-        for n in nk.affine_range(nk.cdiv(N, 512)):
-            acc = nk.zeros((128, 512), buffer=nk.psum)
-            for k in nk.affine_range(nk.cdiv(K, 128)):
-                at = nk.load(a.T[k * 128:k * 128 + 128, m * 128:m * 128 + 128], fill=0.0)
-                bt = nk.load(b[k * 128:k * 128 + 128, n * 512:n * 512 + 512], fill=0.0)
-                nk.nc_matmul(at, bt, acc=acc)
-            nk.store(c[m * 128:m * 128 + 128, n * 512:n * 512 + 512], acc)
 
 
 @nk.kernel
@@ -134,3 +120,59 @@ def test_neurond_refusals_point_at_the_kernel_line():
         wide_matmul(torch.empty(64, 1024, device=DEV), a, b)
     msg = str(e.value)
     assert "N <= 512" in msg and "acc = nk.nc_matmul(at, bt)" in msg, msg
+
+
+@nk.kernel
+def overlapping_rows(out, x):
+    """Bad: tile i writes rows [64 i, 64 i + 128): neighbours overlap by 64 rows."""
+    R, C = x.shape
+    for i in nk.affine_range(nk.cdiv(R, 64)):
+        t = nk.load(x[i * 64:i * 64 + 128, :])
+        nk.store(out[i * 64:i * 64 + 128, :], t)  # the conflicting store
+
+
+@nk.kernel
+def same_row_every_iteration(out, x):
+    """Bad: every iteration writes out[0:128] (a sum belongs in a sequential_range)."""
+    R, C = x.shape
+    for i in nk.affine_range(nk.cdiv(R, 128)):
+        nk.store(out[0:128, :], nk.load(x[i * 128:i * 128 + 128, :]))
+
+
+@nk.kernel
+def halves_of_a_column_block(out, x):
+    """Fine: rows by 128 and, inside, the two column halves of each row tile."""
+    R, C = x.shape
+    h = C // 2
+    for i in nk.affine_range(nk.cdiv(R, 128)):
+        for j in nk.affine_range(2):
+            nk.store(out[i * 128:i * 128 + 128, j * h:j * h + h], nk.load(x[i * 128:i * 128 + 128, j * h:j * h + h]))
+
+
+@nk.kernel
+def interleaved_columns(out, x):
+    """Bad: iteration j writes columns [j, j + 2) of the first 128 rows: neighbours share one column."""
+    R, C = x.shape
+    for j in nk.affine_range(C - 1):
+        nk.store(out[0:128, j:j + 2], nk.load(x[0:128, j:j + 2]))
+
+
+@pytest.mark.parametrize("bad,line", [(overlapping_rows, "nk.store(out[i * 64:i * 64 + 128, :], t)"),
+                                      (same_row_every_iteration, "nk.store(out[0:128, :]"),
+                                      (interleaved_columns, "nk.store(out[0:128, j:j + 2]")])
+def test_affine_range_write_conflicts_are_refused_at_trace_time(bad, line):
+    x = torch.randn(300, 8)
+    with pytest.raises(nk.KernelError) as e:
+        bad(torch.empty_like(x), x, simulate=True)
+    msg = str(e.value)
+    assert "test_kernels.py" in msg and "write conflict" in msg and "'out'" in msg, msg
+    assert line in msg and "for " in msg.splitlines()[1], msg  # the store's line; the loop's line below the message
+
+
+def test_affine_range_disjoint_writes_pass_the_check():
+    x = torch.randn(300, 8)
+    out = torch.empty_like(x)
+    halves_of_a_column_block(out, x, simulate=True)
+    torch.testing.assert_close(out, x)
+    # the library's kernels (tiles of rows and columns, stacked outputs, PSUM accumulation)
+    # and this file's pass it: they trace in the other tests

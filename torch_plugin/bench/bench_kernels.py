@@ -29,19 +29,7 @@ def main():
     ensure_daemon()
     import torch
     import torch_neuron.kernels as nk
-
-    @nk.kernel
-    def matmul(c, a, b):
-        M, K = a.shape
-        N = b.shape[1]
-        for m in nk.affine_range(nk.cdiv(M, 128)):
-            for n in nk.affine_range(nk.cdiv(N, 512)):
-                acc = nk.zeros((128, 512), buffer=nk.psum)
-                for k in nk.affine_range(nk.cdiv(K, 128)):
-                    at = nk.load(a.T[k * 128:k * 128 + 128, m * 128:m * 128 + 128], fill=0.0)
-                    bt = nk.load(b[k * 128:k * 128 + 128, n * 512:n * 512 + 512], fill=0.0)
-                    nk.nc_matmul(at, bt, acc=acc)
-                nk.store(c[m * 128:m * 128 + 128, n * 512:n * 512 + 512], acc)
+    from torch_neuron.kernels.library import matmul  # the tiled matmul test_kernels.py checks
 
     @nk.kernel
     def touch(out, x):

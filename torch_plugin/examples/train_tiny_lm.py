@@ -3,8 +3,9 @@
 
 Data: character-level text (this file's own source, so the demo needs no download).
 Prints the loss every few steps, the device, and how many ops fell back to the CPU.
-Usage: python3 torch_plugin/examples/train_tiny_lm.py [--steps N]
-(starts a private neurond if NEURON_SOCKET does not point at a running one)."""
+Usage: python3 torch_plugin/examples/train_tiny_lm.py [--steps N] [--llama] [--kernels]
+(--llama: the Llama-style model, RMSNorm/SwiGLU/RoPE; --kernels: the same model on the
+tile-kernel library, torch_neuron.kernels.library; starts a private neurond if NEURON_SOCKET does not point at a running one)."""
 import argparse
 import os
 import sys
@@ -21,19 +22,25 @@ def main():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ctx", type=int, default=32)
+    ap.add_argument("--llama", action="store_true", help="Llama-style model (RMSNorm, SwiGLU, rotary)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="the Llama-style model with the kernel library's RMSNorm, SwiGLU, RoPE, flash attention")
     args = ap.parse_args()
     ensure_daemon()
 
     import torch  # autoloads torch_neuron: no other import needed
     import torch.nn.functional as F
-    from models import TinyLM
+    from models import LlamaLM, TinyLM
 
     text = open(__file__, encoding="utf-8").read()
     chars = sorted(set(text))
     data = torch.tensor([chars.index(c) for c in text])
     torch.manual_seed(0)
     dev = torch.device("neuron")
-    model = TinyLM(vocab=len(chars), ctx=args.ctx).to(dev)
+    if args.llama or args.kernels:
+        model = LlamaLM(vocab=len(chars), ctx=args.ctx, use_kernels=args.kernels).to(dev)
+    else:
+        model = TinyLM(vocab=len(chars), ctx=args.ctx).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     torch.neuron.reset_op_counts()
     t0 = time.time()

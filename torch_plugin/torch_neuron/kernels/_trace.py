@@ -12,6 +12,7 @@ import os
 import threading
 
 from . import _format as F
+from . import _writes
 
 _state = threading.local()
 
@@ -113,11 +114,18 @@ def _loop(n, flags):
     t.emit(dict(op=F.OP_LOOP_BEGIN, i=(n,), flags=flags))
     depth = len(t.trips)
     t.trips.append(n)
+    t.loop_ids.append(t.next_loop_id)
+    t.next_loop_id += 1
+    completed = False
     try:
         yield Affine(0, _steps_at(depth))
+        completed = True
     finally:
         t.trips.pop()
+        loop_id = t.loop_ids.pop()
         t.emit(dict(op=F.OP_LOOP_END))
+    if completed and not flags & F.SEQUENTIAL:
+        _writes.check_affine_loop(t, loop_id, depth, n)
 
 
 def affine_range(n):
@@ -128,6 +136,23 @@ def affine_range(n):
 def sequential_range(n):
     """Iterations that depend on each other."""
     return _loop(n, F.SEQUENTIAL)
+
+
+def static_range(n):
+    """A loop unrolled at trace time: each iteration is a Python int, so an inner
+    loop's bound or a slice may depend on it (a triangular loop: the tiles of a
+    causal mask's lower half). Every iteration's tiles reuse one on-chip region
+    (the copies run one after the other); tiles made before the loop persist."""
+    t = _tracer()
+    n = Affine.of(n).constant()
+    if n is None or n < 0:
+        raise KernelError(f"static_range takes a static count >= 0, not {n!r}")
+    mark, high = (t.sbuf_next, t.psum_next), (t.sbuf_next, t.psum_next)
+    for i in range(n):
+        t.sbuf_next, t.psum_next = mark
+        yield i
+        high = (max(high[0], t.sbuf_next), max(high[1], t.psum_next))
+    t.sbuf_next, t.psum_next = high  # a tile of the last copy may still be read after the loop
 
 
 def cdiv(a, b):
@@ -155,10 +180,11 @@ class HBMView:
     """A rectangle of a kernel argument: per dim an affine start, a static size
     and a stride (elements). Parts past the argument's shape are masked."""
 
-    def __init__(self, arg, shape, dtype, starts, sizes, strides, bounds, base=None):
+    def __init__(self, arg, shape, dtype, starts, sizes, strides, bounds, base=None, fixed=()):
         self.arg, self.shape, self.dtype = arg, tuple(shape), dtype
         self.starts, self.sizes, self.strides, self.bounds = list(starts), list(sizes), list(strides), list(bounds)
         self.base = Affine(0) if base is None else base  # elements of the dims an index dropped
+        self.fixed = tuple(fixed)  # those dims: (stride, index, bound), for the write-conflict check
 
     @property
     def T(self):
@@ -166,7 +192,7 @@ class HBMView:
             raise KernelError(".T is for 2-D views")
         r = lambda v: list(reversed(v))
         return HBMView(self.arg, r(self.shape), self.dtype, r(self.starts), r(self.sizes), r(self.strides),
-                       r(self.bounds), self.base)
+                       r(self.bounds), self.base, self.fixed)
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):
@@ -174,7 +200,7 @@ class HBMView:
         if len(key) > len(self.sizes):
             raise KernelError(f"{len(key)} indices for a {len(self.sizes)}-D view")
         starts, sizes, strides, bounds = [], [], [], []
-        base = self.base
+        base, fixed = self.base, list(self.fixed)
         for d in range(len(self.sizes)):
             k = key[d] if d < len(key) else slice(None)
             if isinstance(k, slice):
@@ -201,16 +227,30 @@ class HBMView:
                     raise KernelError(f"index {Affine.of(k)!r} of dim {d} runs over [{lo}, {hi}], outside "
                                       f"[0, {self.bounds[d]})")
                 base = base + idx * self.strides[d]
+                fixed.append((self.strides[d], idx, self.bounds[d]))
         if not sizes:
             raise KernelError("a view keeps at least one dim (index with a slice: x[i:i+1])")
-        return HBMView(self.arg, self.shape, self.dtype, starts, sizes, strides, bounds, base)
+        return HBMView(self.arg, self.shape, self.dtype, starts, sizes, strides, bounds, base, fixed)
 
     def broadcast(self, partitions):
         """A 1-D view repeated on `partitions` rows (the DMA reads it that many times)."""
         if len(self.sizes) != 1:
             raise KernelError("broadcast() is for 1-D views")
         return HBMView(self.arg, (partitions,) + self.shape, self.dtype, [Affine(0)] + self.starts,
-                       [partitions] + self.sizes, [0] + self.strides, [partitions] + self.bounds, self.base)
+                       [partitions] + self.sizes, [0] + self.strides, [partitions] + self.bounds, self.base,
+                       self.fixed)
+
+    def region(self):
+        """The rectangle this view covers, per dim of the argument: {stride: (start, size)}
+        (dims of extent 1 and broadcast dims, which separate no writes, left out)."""
+        dims = {}
+        for s, n, st, b in zip(self.starts, self.sizes, self.strides, self.bounds):
+            if st and b > 1:
+                dims[st] = (s, n)
+        for st, idx, b in self.fixed:
+            if st and b > 1:
+                dims[st] = (idx, 1)
+        return dims
 
     def access(self):
         """(the access pattern, the masks its rows/columns past the argument need)."""
@@ -264,6 +304,8 @@ class Tracer:
         self.psum_next = 0
         self.sbuf_bytes = sbuf_bytes
         self.written = set()
+        self.loop_ids, self.next_loop_id = [], 0  # the open loops' identities (the write check)
+        self.stores = []  # every store into an argument: _writes.Store
 
     def line(self):
         """The kernel's line that called the tile operation."""
@@ -281,6 +323,10 @@ class Tracer:
         for op in insn.get("operands", [])[:1]:
             if op["space"] == F.HBM:
                 self.written.add(op["arg"])
+
+    def record_store(self, view):
+        self.stores.append(_writes.Store(view.arg, view.region(), tuple(self.loop_ids), tuple(self.trips),
+                                         self.insns[-1]["line"]))
 
     def alloc(self, buffer, per_partition):
         if buffer == F.PSUM:

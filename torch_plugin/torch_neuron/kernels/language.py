@@ -145,6 +145,7 @@ def store(view, tile):
         tile = copy(tile, view.dtype)
     ap, masks = view.access()
     _emit(F.OP_DMA, [ap, tile.ap()], masks=masks)
+    _tracer().record_store(view)
 
 
 def copy(tile, dtype=None):

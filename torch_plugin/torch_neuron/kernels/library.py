@@ -7,6 +7,7 @@ torch.compile(backend="neuron") graphs (one TILE_KERNEL node each).
     h = kl.swiglu(gate, up)                  # silu(gate) * up, any shape (same for both)
     q = kl.rotary_embedding(q, cos, sin)     # q [..., S, D], cos/sin [S, D/2]
     o = kl.flash_attention(q, k, v, causal=True)   # [..., S, D], D <= 128
+    out = kl.moe_matmul(x, w, idx, gw)       # MoE: x [T, H], w [E, H, F], top-k idx/gw [T, k]
 
 Every kernel computes in float32 on chip (bf16/f16 tensors are widened on load
 and rounded on store) and handles shapes that do not divide its tiles (rows by
@@ -19,11 +20,11 @@ import torch
 from . import _format as F
 from . import language as nl
 from ._custom_op import custom_op
-from ._trace import KernelError, affine_range, cdiv
+from ._trace import KernelError, affine_range, cdiv, static_range
 from ._trace import sequential_range as nl_sequential
 from . import kernel
 
-__all__ = ["rms_norm", "swiglu", "rotary_embedding", "flash_attention", "rmsnorm_forward", "rmsnorm_backward",
+__all__ = ["matmul", "rms_norm", "swiglu", "rotary_embedding", "flash_attention", "rmsnorm_forward", "rmsnorm_backward",
            "swiglu_forward", "swiglu_backward", "rope_kernel", "flash_attention_forward", "flash_attention_stats",
            "flash_attention_backward"]
 
@@ -38,6 +39,26 @@ def _expect(arg, shape, name):
 
 def _f32(t):
     return t if t.dtype == F.F32 else nl.copy(t, nl.float32)
+
+
+# ---------------------------------------------------------------- tiled matmul
+
+@kernel
+def matmul(c, a, b):
+    """c[M, N] = a[M, K] @ b[K, N] (NKI's matmul tutorial): output tiles of 128 x 512
+    (one PSUM bank), K by 128 accumulated in PSUM; tails zero-filled and masked. A
+    plain kernel (no custom op, no backward): the test suite's and bench_kernels.py's
+    measure of the language against the chip's MATMUL opcode."""
+    M, K = a.shape
+    N = b.shape[1]
+    for m in affine_range(cdiv(M, P)):
+        for n in affine_range(cdiv(N, COLS)):
+            acc = nl.zeros((P, COLS), buffer=nl.psum)
+            for k in affine_range(cdiv(K, P)):
+                at = nl.load(a.T[k * P:k * P + P, m * P:m * P + P], fill=0.0)
+                bt = nl.load(b[k * P:k * P + P, n * COLS:n * COLS + COLS], fill=0.0)
+                nl.nc_matmul(at, bt, acc=acc)
+            nl.store(c[m * P:m * P + P, n * COLS:n * COLS + COLS], acc)
 
 
 # ---------------------------------------------------------------- RMSNorm
@@ -269,18 +290,22 @@ def flash_attention_forward(out, lse, q, k, v, scale=1.0, causal=False):
     """out = softmax(q k^T * scale [+ causal mask]) v per (batch*head), q/k/v [BH, S, D]
     (D <= 128), and lse [BH, S, 1] (each row's log-sum-exp, for the backward). Query
     tiles of 128 rows sweep the key tiles with a running max and sum (online softmax):
-    the scores live in PSUM/SBUF one 128 x 128 tile at a time, never in HBM."""
+    the scores live in PSUM/SBUF one 128 x 128 tile at a time, never in HBM.
+    Causal: query tile i sweeps key tiles 0..i only (the tiles above the diagonal are
+    entirely masked: not loaded, not computed); the query loop is unrolled at trace
+    time (static_range) so that each sweep's length is static."""
     BH, S, D = q.shape
     if D > P:
         raise KernelError(f"flash attention takes head dims up to {P}, not {D}")
+    T = cdiv(S, P)
     for b in affine_range(BH):
-        for i in affine_range(cdiv(S, P)):
+        for i in (static_range(T) if causal else affine_range(T)):
             qr = slice(i * P, i * P + P)
             qT = _load_T(q[b, qr, :])
             m = nl.full((P, 1), float("-inf"))
             l = nl.zeros((P, 1))
             acc = nl.zeros((P, D))
-            for j in nl_sequential(cdiv(S, P)):
+            for j in nl_sequential(i + 1 if causal else T):
                 kr = slice(j * P, j * P + P)
                 s = _scores(qT, _load_T(k[b, kr, :]), scale, i, j, S, causal)
                 m_new = nl.maximum(m, nl.max(s, axis=1))
@@ -330,22 +355,25 @@ def flash_attention_backward(dq, dkv, dout, q, kv, stats, scale=1.0, causal=Fals
         ds = p * (nl.nc_matmul(doT, vT) - delta)
         return p, ds
 
+    # Causal: key tile j meets query tiles j..T-1 and query tile i key tiles 0..i (the
+    # tiles above the diagonal are skipped; the outer loops unrolled, as the forward's).
     for b in affine_range(BH):
-        for j in affine_range(T):
+        for j in (static_range(T) if causal else affine_range(T)):
             kr = slice(j * P, j * P + P)
             dv_acc = nl.zeros((P, D), buffer=nl.psum)
             dk_acc = nl.zeros((P, D), buffer=nl.psum)
-            for i in affine_range(T):
+            for i0 in affine_range(T - j if causal else T):
+                i = i0 + j if causal else i0
                 qr = slice(i * P, i * P + P)
                 p, ds = tile(b, i, j)
                 nl.nc_matmul(p, _f32(nl.load(dout[b, qr, :], fill=0.0)), acc=dv_acc)
                 nl.nc_matmul(ds, _f32(nl.load(q[b, qr, :], fill=0.0)), acc=dk_acc)
             nl.store(dkv[1, b, kr, :], dv_acc)
             nl.store(dkv[0, b, kr, :], nl.tensor_scalar("mul", dk_acc, scale))
-        for i in affine_range(T):
+        for i in (static_range(T) if causal else affine_range(T)):
             qr = slice(i * P, i * P + P)
             dq_acc = nl.zeros((P, D), buffer=nl.psum)
-            for j in affine_range(T):
+            for j in affine_range(i + 1 if causal else T):
                 kr = slice(j * P, j * P + P)
                 _, ds = tile(b, i, j)
                 nl.nc_matmul(nl.copy(nl.transpose(ds)), _f32(nl.load(kv[0, b, kr, :], fill=0.0)), acc=dq_acc)
@@ -400,3 +428,10 @@ def flash_attention(q, k, v, causal=False, scale=None):
     flat = lambda t: t.reshape(-1, S, D)  # noqa: E731
     out, _ = _flash(flat(q), flat(k), flat(v), scale, bool(causal))
     return out.reshape(q.shape)
+
+
+# ---------------------------------------------------------------- MoE blockwise matmul (moe.py)
+
+from .moe import grouped_matmul, moe_grouped_backward, moe_grouped_forward, moe_matmul  # noqa: E402,F401
+
+__all__ += ["moe_matmul", "grouped_matmul", "moe_grouped_forward", "moe_grouped_backward"]

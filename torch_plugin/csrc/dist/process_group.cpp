@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sys/random.h>
 
@@ -132,6 +133,30 @@ NeuronWork::NeuronWork(int rank, c10d::OpType type, std::vector<at::Tensor> outp
 {
 }
 
+void NeuronWork::set_signal(std::shared_ptr<StreamSignal> signal, uint64_t value, bool blocking)
+{
+	signal_ = std::move(signal);
+	signal_value_ = value;
+	blocking_ = blocking || opType_ == c10d::OpType::BARRIER; // a barrier is for the host
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout)
+{
+	if (blocking_)
+		c10d::Work::wait(timeout); // the host waits for the end; rethrows a failure
+	else if (isCompleted() && exception())
+		std::rethrow_exception(exception());
+	synchronize();
+	return true;
+}
+
+void NeuronWork::synchronize()
+{
+	if (!signal_)
+		return;
+	signal_->order(current_stream(signal_->device()), signal_value_);
+}
+
 void NeuronWork::complete(std::exception_ptr error)
 {
 	finish(error); // c10d::Work: wait() returns or rethrows from now on
@@ -145,6 +170,8 @@ ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &st
 				       std::chrono::milliseconds timeout)
 	: c10d::Backend(rank, size), timeout_(std::clamp<int64_t>(timeout.count(), 1, kMaxTimeoutMs))
 {
+	const char *blocking = std::getenv("NEURON_BLOCKING_WAIT");
+	blocking_wait_ = blocking && std::string(blocking) == "1";
 	join_group(store);
 	thread_ = std::thread([this] { worker(); });
 }
@@ -158,6 +185,7 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 	wake_.notify_all();
 	if (thread_.joinable())
 		thread_.join();
+	signals_.clear(); // waits for the device's streams to pass their waits
 	if (channel_)
 		neuron_disconnect(channel_); // neurond: this rank left the group
 }
@@ -220,12 +248,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue(c10d::OpType type, ui
 	job.after = stream_point(stream_queues(job.stream));
 	job.work = c10::make_intrusive<NeuronWork>(rank_, type, std::move(results), device);
 	auto work = job.work;
+	submit(std::move(job));
+	return work;
+}
+
+void ProcessGroupNeuron::submit(Job job)
+{
+	const int device = job.stream.device_index();
+	std::function<void()> back = std::move(job.copy_back);
+	job.copy_back = nullptr;
+	std::shared_ptr<StreamSignal> signal;
+	uint64_t value;
+	const c10::Stream stream = job.stream;
 	{
+		// Reserved and queued under one lock, so the worker signals the values in
+		// the order they were reserved, whichever thread calls.
 		std::lock_guard lock(mu_);
+		auto &slot = signals_[device];
+		if (!slot)
+			slot = std::make_shared<StreamSignal>(device);
+		signal = slot;
+		value = signal->reserve();
+		job.work->set_signal(signal, value, blocking_wait_);
+		job.signal = signal;
 		queue_.push_back(std::move(job));
 	}
 	wake_.notify_one();
-	return work;
+	if (back) {
+		// Later work on the stream sees the output whole: the copy waits for the end.
+		signal->order(stream, value);
+		c10::StreamGuard guard(stream);
+		back();
+	}
 }
 
 void ProcessGroupNeuron::worker()
@@ -243,8 +297,21 @@ void ProcessGroupNeuron::worker()
 		std::exception_ptr error;
 		try {
 			run(job);
+			job.signal->signal(); // the stream's waits for it may pass
 		} catch (...) {
 			error = std::current_exception();
+		}
+		if (error) {
+			// Streams waiting for it (or, the group being broken, for any later
+			// one) fault and report why, instead of waiting for ever.
+			std::string why = "collective failed";
+			try {
+				std::rethrow_exception(error);
+			} catch (const std::exception &e) {
+				why = e.what();
+			} catch (...) {
+			}
+			job.signal->fail(why);
 		}
 		c10::StreamGuard guard(job.stream); // the future's events go on the caller's stream
 		job.work->complete(error);
@@ -271,10 +338,6 @@ void ProcessGroupNeuron::run(Job &job)
 		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
 							  (job.name ? job.name : op_name(job.spec.op)) +
 							  " failed: " + neuron_last_error());
-	if (job.copy_back) {
-		c10::StreamGuard guard(job.stream);
-		job.copy_back();
-	}
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(std::vector<at::Tensor> &tensors,
@@ -626,11 +689,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue_p2p(P2PBatch b, const
 	else
 		work = c10::make_intrusive<NeuronWork>(rank_, b.type, b.results, device);
 	job.work = work;
-	{
-		std::lock_guard lock(mu_);
-		queue_.push_back(std::move(job));
-	}
-	wake_.notify_one();
+	submit(std::move(job));
 	return work;
 }
 

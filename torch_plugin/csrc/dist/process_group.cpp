@@ -2,6 +2,8 @@
 
 #include "../runtime.h"
 
+#include <neuron/p2p_sources.h>
+
 #include <ATen/ATen.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
@@ -21,6 +23,7 @@ constexpr int64_t kMaxTimeoutMs = 3'600'000; // neurond's limit (CollectiveJoin)
 // Tags of the sends and receives all_to_all is made of: above every user tag (an
 // int), so they never match a user's send or recv.
 constexpr uint64_t kAllToAllTag = uint64_t(1) << 32;
+constexpr int kAnySource = -1; // point_to_point's peer for recvAnysource
 
 const char *op_name(uint32_t op)
 {
@@ -155,6 +158,15 @@ void NeuronWork::synchronize()
 	if (!signal_)
 		return;
 	signal_->order(current_stream(signal_->device()), signal_value_);
+}
+
+int NeuronWork::sourceRank() const
+{
+	// c10d reads it right after wait(), which only orders the stream: the host
+	// waits here for the match to be known (and rethrows a failure).
+	const_cast<NeuronWork *>(this)->c10d::Work::wait();
+	TORCH_CHECK(source_rank_ >= 0, "neuron backend: source_rank() is for a recv from any source (src=None)");
+	return source_rank_;
 }
 
 void NeuronWork::complete(std::exception_ptr error)
@@ -330,8 +342,13 @@ void ProcessGroupNeuron::run(Job &job)
 							  neuron_last_error());
 	if (job.marker)
 		s = NEURON_OK; // orders only: everything queued before it has run
-	else if (job.is_p2p)
-		s = neuron_group_p2p(channel_, group_id_, job.p2p.data(), job.p2p.size());
+	else if (job.is_p2p) {
+		std::vector<uint32_t> sources(job.p2p.size());
+		s = neuron_group_p2p_sources(channel_, group_id_, job.p2p.data(), job.p2p.size(), sources.data());
+		for (size_t i = 0; s == NEURON_OK && i < job.p2p.size(); ++i)
+			if (!job.p2p[i].send && job.p2p[i].peer == NEURON_P2P_ANY_SOURCE)
+				job.work->set_source_rank(static_cast<int>(sources[i]));
+	}
 	else
 		s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
 	if (s != NEURON_OK)
@@ -652,12 +669,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 
 void ProcessGroupNeuron::add_p2p(P2PBatch &b, bool send, const at::Tensor &t, int peer, uint64_t tag)
 {
-	TORCH_CHECK(peer >= 0 && peer < size_, "neuron backend: ", send ? "send to" : "recv from", " rank ", peer,
+	const bool any = !send && peer == kAnySource;
+	TORCH_CHECK(any || (peer >= 0 && peer < size_), "neuron backend: ", send ? "send to" : "recv from", " rank ", peer,
 		    ", which is not a rank of this group of ", size_);
-	TORCH_CHECK(peer != rank_, "neuron backend: rank ", rank_, " cannot ", send ? "send to" : "recv from", " itself");
+	TORCH_CHECK(any || peer != rank_, "neuron backend: rank ", rank_, " cannot ", send ? "send to" : "recv from", " itself");
 	neuron_p2p_op op{};
 	op.send = send ? 1 : 0;
-	op.peer = static_cast<uint32_t>(peer);
+	op.peer = any ? NEURON_P2P_ANY_SOURCE : static_cast<uint32_t>(peer);
 	op.dtype = dtype_of(t, false);
 	op.device = static_cast<uint32_t>(t.device().index());
 	op.tag = tag;
@@ -732,10 +750,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor> 
 	return point_to_point(tensors, false, src, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor> &, int)
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor> &tensors, int tag)
 {
-	TORCH_CHECK(false, "neuron backend: recv from any source is not supported: name the source rank (src=...)");
-	return {};
+	// neurond matches it with the oldest send to this rank with the tag, from any
+	// rank, and says which (the Work's source_rank()).
+	return point_to_point(tensors, false, kAnySource, tag);
 }
 
 void ProcessGroupNeuron::startCoalescing()

@@ -53,6 +53,10 @@ public:
 	bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
 	// The current stream waits for the collective (host: no wait).
 	void synchronize() override;
+	// A recv from any source: the rank it received from (the host waits for it).
+	int sourceRank() const override;
+	// Worker thread, before complete().
+	void set_source_rank(int rank) { source_rank_ = rank; }
 
 private:
 	std::vector<at::Tensor> outputs_;
@@ -60,6 +64,7 @@ private:
 	std::shared_ptr<StreamSignal> signal_;
 	uint64_t signal_value_ = 0;
 	bool blocking_ = false;
+	int source_rank_ = -1; // written before finish(), read after a wait for it
 };
 
 class ProcessGroupNeuron : public c10d::Backend {

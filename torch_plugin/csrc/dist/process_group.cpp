@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sys/random.h>
+#include <unistd.h>
 
 namespace torch_neuron::dist {
 
@@ -202,6 +203,37 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 		neuron_disconnect(channel_); // neurond: this rank left the group
 }
 
+void ProcessGroupNeuron::check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store)
+{
+	// A collective group lives in one neurond: ranks of another neurond (another
+	// host, or another socket here) would wait in their own daemon until the
+	// timeout. Compare where every rank's neurond is (host name and socket path)
+	// and refuse at once, naming them, instead.
+	char host[256] = {};
+	gethostname(host, sizeof host - 1);
+	const std::string mine = std::string(host) + ":" + neuron_default_socket_path();
+	store->set("neuron/daemon/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+	std::map<std::string, std::vector<int>> ranks_of;
+	for (int r = 0; r < size_; ++r) {
+		const std::vector<uint8_t> v = store->get("neuron/daemon/" + std::to_string(r));
+		ranks_of[std::string(v.begin(), v.end())].push_back(r);
+	}
+	if (ranks_of.size() == 1)
+		return;
+	std::string where;
+	for (const auto &[daemon, ranks] : ranks_of) {
+		where += where.empty() ? "" : "; ";
+		where += "rank(s)";
+		for (int r : ranks)
+			where += " " + std::to_string(r);
+		where += " use neurond at " + daemon;
+	}
+	C10_THROW_ERROR(DistBackendError,
+			"neuron backend: the ranks do not share one neurond (" + where +
+				"): collectives across neurond instances (more than one host) are not supported yet; "
+				"give every rank the same NEURON_SOCKET, or use gloo on CPU tensors between hosts");
+}
+
 void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store)
 {
 	// The rendezvous: rank 0 draws the group's secret and a name; the others read
@@ -216,6 +248,7 @@ void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store
 		blob.assign(got.begin(), got.end());
 		TORCH_CHECK(blob.size() == kSecretBytes + kNonceBytes, "neuron backend: malformed group key in the store");
 	}
+	check_one_daemon(store);
 	const std::string secret = blob.substr(0, kSecretBytes);
 	const std::string name = "torch-" + hex(blob.substr(kSecretBytes));
 	neuron_client *main = client(); // connects (and raises with instructions) if needed

@@ -161,6 +161,8 @@ private:
 	void worker();
 	void run(Job &job);
 	void join_group(const c10::intrusive_ptr<c10d::Store> &store);
+	// Raises, naming them, if the ranks' neurond instances differ.
+	void check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store);
 
 	std::chrono::milliseconds timeout_;
 	neuron_client *channel_ = nullptr; // this rank's second connection (observer)

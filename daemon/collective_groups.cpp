@@ -57,7 +57,8 @@ const char *dtype_name(uint32_t dtype)
 // "send to rank 1 (tag 3, 16 elements of f32)"
 std::string describe(const api::P2POp &op)
 {
-	return std::string(op.send() ? "send to" : "recv from") + " rank " + std::to_string(op.peer()) + " (tag " +
+	return std::string(op.send() ? "send to" : "recv from") +
+	       (op.any_source() ? std::string(" any rank") : " rank " + std::to_string(op.peer())) + " (tag " +
 	       std::to_string(op.tag()) + ", " + std::to_string(op.count()) + " elements of " + dtype_name(op.dtype()) +
 	       ")";
 }
@@ -245,6 +246,9 @@ void CollectiveGroups::p2p(const Tenant &channel, const api::CollectiveP2P &req,
 					    "CollectiveP2P op " + std::to_string(i) + " of rank " + std::to_string(rank) + ": " + why);
 	m.waiting = std::move(waiting);
 	m.p2p_left = static_cast<uint32_t>(req.ops_size());
+	m.p2p_sources.assign(static_cast<size_t>(req.ops_size()), 0);
+	for (int i = 0; i < req.ops_size(); ++i)
+		m.p2p_sources[i] = req.ops(i).peer();
 	++m.p2p_batch;
 	if (!m.p2p_timer)
 		m.p2p_timer = std::make_shared<boost::asio::steady_timer>(io_);
@@ -254,22 +258,27 @@ void CollectiveGroups::p2p(const Tenant &channel, const api::CollectiveP2P &req,
 			p2p_timed_out(id, rank, batch);
 	});
 	const uint64_t id = g->id;
-	for (const auto &op : req.ops()) {
+	for (int i = 0; i < req.ops_size(); ++i) {
 		auto it = groups_.find(id);
 		if (it == groups_.end() || !it->second.broken.empty())
 			return; // a mismatch broke it: every waiting member heard why
-		post(it->second, rank, op);
+		post(it->second, rank, req.ops(i), static_cast<uint32_t>(i));
 	}
 }
 
-void CollectiveGroups::post(Group &g, uint32_t rank, const api::P2POp &op)
+void CollectiveGroups::post(Group &g, uint32_t rank, const api::P2POp &op, uint32_t index)
 {
-	// Matching is by (sender, receiver, tag) in posting order, as MPI and NCCL do.
+	// Matching is by (sender, receiver, tag) in posting order, as MPI and NCCL do;
+	// a recv from any source takes the oldest send to its member with its tag.
 	auto match = std::find_if(g.posted.begin(), g.posted.end(), [&](const Posted &p) {
-		return p.rank == op.peer() && p.op.peer() == rank && p.op.send() != op.send() && p.op.tag() == op.tag();
+		if (p.op.send() == op.send() || p.op.tag() != op.tag())
+			return false;
+		const bool p_from_me = p.op.any_source() || p.op.peer() == rank;   // p names me (or anyone)
+		const bool me_from_p = op.any_source() || op.peer() == p.rank;     // I name p (or anyone)
+		return p_from_me && me_from_p && p.rank != rank;
 	});
 	if (match == g.posted.end()) {
-		g.posted.push_back(Posted{rank, op});
+		g.posted.push_back(Posted{rank, op, index});
 		return;
 	}
 	const Posted other = *match;
@@ -277,6 +286,11 @@ void CollectiveGroups::post(Group &g, uint32_t rank, const api::P2POp &op)
 	const api::P2POp &send = op.send() ? op : other.op;
 	const api::P2POp &recv = op.send() ? other.op : op;
 	const uint32_t from = op.send() ? rank : other.rank, to = op.send() ? other.rank : rank;
+	// The receiver learns who sent (an any_source recv names no peer).
+	if (op.send())
+		g.members[to]->p2p_sources[other.index] = from;
+	else
+		g.members[to]->p2p_sources[index] = from;
 	if (send.dtype() != recv.dtype() || send.count() != recv.count())
 		return break_group(g, api::ERROR_INVALID_ARGUMENT,
 				   "point-to-point in group '" + g.name + "': rank " + std::to_string(to) + "'s recv from rank " +
@@ -315,11 +329,19 @@ void CollectiveGroups::copied(uint64_t group_id, uint32_t from, uint32_t to, int
 		Member &m = *g.members[r];
 		if (m.p2p_left > 0 && --m.p2p_left == 0) {
 			m.p2p_timer->cancel();
-			api::Response resp;
-			resp.mutable_ok();
-			answer(m.waiting, resp);
+			answer_p2p(m);
 		}
 	}
+}
+
+void CollectiveGroups::answer_p2p(Member &m)
+{
+	api::Response resp;
+	for (uint32_t s : m.p2p_sources)
+		resp.mutable_collective_p2p()->add_sources(s);
+	if (m.p2p_sources.empty())
+		resp.mutable_ok();
+	answer(m.waiting, resp);
 }
 
 void CollectiveGroups::p2p_timed_out(uint64_t group_id, uint32_t rank, uint64_t batch)
@@ -334,8 +356,9 @@ void CollectiveGroups::p2p_timed_out(uint64_t group_id, uint32_t rank, uint64_t 
 	std::string reason = "point-to-point of group '" + g.name + "' timed out after " + std::to_string(g.timeout_ms) + " ms: ";
 	auto mine = std::find_if(g.posted.begin(), g.posted.end(), [&](const Posted &p) { return p.rank == rank; });
 	if (mine != g.posted.end())
-		reason += "rank " + std::to_string(rank) + "'s " + describe(mine->op) + " was not matched: rank " +
-			  std::to_string(mine->op.peer()) + " did not post the " + (mine->op.send() ? "recv" : "send");
+		reason += "rank " + std::to_string(rank) + "'s " + describe(mine->op) + " was not matched: " +
+			  (mine->op.any_source() ? std::string("no rank") : "rank " + std::to_string(mine->op.peer())) +
+			  " did not post the " + (mine->op.send() ? "recv" : "send");
 	else
 		reason += "rank " + std::to_string(rank) + "'s matched copies did not finish";
 	NLOG_WARN("collective.timeout", "group=" + std::to_string(g.id) + " p2p rank=" + std::to_string(rank));

@@ -54,11 +54,13 @@ private:
 		uint32_t p2p_left = 0;
 		uint64_t p2p_batch = 0; // which batch the timer is for
 		std::shared_ptr<boost::asio::steady_timer> p2p_timer;
+		std::vector<uint32_t> p2p_sources; // per op of the batch: its peer (the sender, for any_source)
 	};
 	// A posted, unmatched point-to-point op of a member.
 	struct Posted {
 		uint32_t rank = 0;
 		api::P2POp op;
+		uint32_t index = 0; // in its member's batch
 	};
 	struct Group {
 		uint64_t id = 0;
@@ -84,9 +86,10 @@ private:
 	void launch(Group &g);
 	void finished(uint64_t group_id, int bad_rank, const std::string &error);
 	// A member posts one op: it matches the oldest compatible op of its peer or waits.
-	void post(Group &g, uint32_t rank, const api::P2POp &op);
+	void post(Group &g, uint32_t rank, const api::P2POp &op, uint32_t index);
 	void p2p_timed_out(uint64_t group_id, uint32_t rank, uint64_t batch);
 	void copied(uint64_t group_id, uint32_t from, uint32_t to, int bad_rank, const std::string &error);
+	void answer_p2p(Member &m);
 	bool busy(const Group &g) const { return g.running || g.copies > 0; }
 	// Breaks the group: every member still waiting gets `code` with the reason.
 	void break_group(Group &g, api::ErrorCode code, const std::string &reason);

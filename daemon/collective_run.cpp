@@ -179,9 +179,12 @@ std::string check_collective_spec(const api::CollectiveRun &s, uint32_t world)
 
 std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world)
 {
-	if (op.peer() >= world)
+	if (op.any_source()) {
+		if (op.send())
+			return "a send names its receiver (any_source is for a recv)";
+	} else if (op.peer() >= world)
 		return "peer " + std::to_string(op.peer()) + " is not a rank of this group of " + std::to_string(world);
-	if (op.peer() == rank)
+	if (!op.any_source() && op.peer() == rank)
 		return std::string(op.send() ? "send to" : "recv from") + " rank " + std::to_string(rank) +
 		       " is this member itself (copy the tensor instead)";
 	if (!kernels::is_collective_dtype(static_cast<uint8_t>(op.dtype())) || op.dtype() > 255)

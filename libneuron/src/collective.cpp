@@ -1,6 +1,8 @@
 // Collective groups: join and run over a channel connection (neuron.h).
 #include "internal.h"
 
+#include <neuron/p2p_sources.h>
+
 #include <cstring>
 
 using namespace neuron;
@@ -51,7 +53,8 @@ extern "C" neuron_status neuron_group_run(neuron_client *c, uint64_t group_id, u
 	return call(c, req, &resp);
 }
 
-extern "C" neuron_status neuron_group_p2p(neuron_client *c, uint64_t group_id, const struct neuron_p2p_op *ops, size_t n)
+extern "C" neuron_status neuron_group_p2p_sources(neuron_client *c, uint64_t group_id, const struct neuron_p2p_op *ops,
+						 size_t n, uint32_t *sources)
 {
 	if (!c || (!ops && n))
 		return fail(NEURON_ERR_INVALID, "neuron_group_p2p: channel and ops must not be NULL");
@@ -61,7 +64,9 @@ extern "C" neuron_status neuron_group_p2p(neuron_client *c, uint64_t group_id, c
 	for (size_t i = 0; i < n; ++i) {
 		auto *op = p->add_ops();
 		op->set_send(ops[i].send != 0);
-		op->set_peer(ops[i].peer);
+		const bool any = ops[i].send == 0 && ops[i].peer == NEURON_P2P_ANY_SOURCE;
+		op->set_any_source(any);
+		op->set_peer(any ? 0 : ops[i].peer);
 		op->set_tag(ops[i].tag);
 		op->set_dtype(ops[i].dtype);
 		op->set_count(ops[i].count);
@@ -69,5 +74,17 @@ extern "C" neuron_status neuron_group_p2p(neuron_client *c, uint64_t group_id, c
 		op->set_address(ops[i].address);
 	}
 	api::Response resp;
-	return call(c, req, &resp);
+	const neuron_status s = call(c, req, &resp);
+	if (s != NEURON_OK || !sources)
+		return s;
+	for (size_t i = 0; i < n; ++i)
+		sources[i] = resp.has_collective_p2p() && i < static_cast<size_t>(resp.collective_p2p().sources_size())
+				     ? resp.collective_p2p().sources(static_cast<int>(i))
+				     : ops[i].peer;
+	return NEURON_OK;
+}
+
+extern "C" neuron_status neuron_group_p2p(neuron_client *c, uint64_t group_id, const struct neuron_p2p_op *ops, size_t n)
+{
+	return neuron_group_p2p_sources(c, group_id, ops, n, nullptr);
 }

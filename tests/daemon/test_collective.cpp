@@ -5,6 +5,8 @@
 // process (threads), each with its own channel connection.
 #include "daemon_test.h"
 
+#include <neuron/p2p_sources.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -263,6 +265,40 @@ DAEMON_TEST(collective, p2p_batches_match_by_tag)
 	expect_close(download_f32(b.t.dma, rb, n), da, 0, 0, "rank 1 got rank 0's");
 	expect_close(download_f32(a.t.dma, ra, n), db, 0, 0, "rank 0 got rank 1's");
 	expect_close(download_f32(b.t.dma, tb, m), dtag, 0, 0, "tag 9");
+	a.close();
+	b.close();
+}
+
+// A recv from any source (NEURON_P2P_ANY_SOURCE) takes the send to its rank with
+// its tag whoever posted it, and neuron_group_p2p_sources names the sender; a send
+// must name its receiver.
+DAEMON_TEST(collective, p2p_recv_from_any_source_names_the_sender)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-p2p-any");
+	const size_t n = 50;
+	const auto va = random_f32(n, 6);
+	const uint64_t sa = dev_alloc(a.t.client, n * 4), rb = dev_alloc(b.t.client, n * 4);
+	upload_f32(a.t.dma, sa, va);
+	neuron_status s1 = NEURON_OK;
+	std::string e1;
+	uint32_t source = 99;
+	std::thread other([&] {
+		const neuron_p2p_op r{0, NEURON_P2P_ANY_SOURCE, NEURON_DTYPE_F32, 0, 4, n, rb};
+		s1 = neuron_group_p2p_sources(b.channel, b.group, &r, 1, &source);
+		e1 = neuron_last_error();
+	});
+	const neuron_p2p_op send{1, 1, NEURON_DTYPE_F32, 0, 4, n, sa};
+	NEURON_OK_OR_FAIL(neuron_group_p2p(a.channel, a.group, &send, 1));
+	other.join();
+	cr_assert(s1 == NEURON_OK, "rank 1: %s", e1.c_str());
+	cr_assert(source == 0, "the any-source recv reports sender %u, expected 0", source);
+	std::vector<double> da(va.begin(), va.end());
+	expect_close(download_f32(b.t.dma, rb, n), da, 0, 0, "rank 1 got rank 0's");
+	const neuron_p2p_op bad{1, NEURON_P2P_ANY_SOURCE, NEURON_DTYPE_F32, 0, 4, n, sa};
+	cr_assert(neuron_group_p2p(a.channel, a.group, &bad, 1) == NEURON_ERR_INVALID, "a send to any rank was taken");
 	a.close();
 	b.close();
 }

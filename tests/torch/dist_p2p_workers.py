@@ -144,3 +144,30 @@ def p2p_errors(rank, world, store_path, mode):
     except Exception as e:  # noqa: BLE001 - the error is the result
         return {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
     return {"message": None}
+
+
+def recv_any(rank, world, store_path):
+    """Ranks 1.. each send rank 0 a message whose contents name the sender; rank 0
+    receives them with recv(src=None) (and irecv(src=None) for a tagged one) on
+    neuron tensors, then the same through gloo on CPU tensors. Returns, per
+    receive, the rank the call reported and the message's contents."""
+    torch.neuron.set_device(0)
+    _init(rank, world, store_path)
+    out = {"neuron": [], "gloo": [], "tagged": None, "tagged_gloo": None}
+    for dev, key in (("neuron", "neuron"), ("cpu", "gloo")):
+        dist.barrier()
+        if rank == 0:
+            for _ in range(world - 1):
+                t = torch.zeros(5, dtype=torch.int64, device=dev)
+                src = dist.recv(t)  # from whoever sends first
+                out[key].append((src, t.cpu().tolist()))
+            t = torch.zeros(3, dtype=torch.float32, device=dev)
+            w = dist.irecv(t, tag=7)
+            w.wait()
+            out["tagged" if dev == "neuron" else "tagged_gloo"] = (w._source_rank(), t.cpu().tolist())
+        else:
+            dist.send(torch.full((5,), 10 * rank + 1, dtype=torch.int64, device=dev), dst=0)
+            if rank == world - 1:
+                dist.send(torch.full((3,), 0.5 + rank, dtype=torch.float32, device=dev), dst=0, tag=7)
+        dist.barrier()
+    return out

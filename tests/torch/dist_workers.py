@@ -259,3 +259,17 @@ def barrier_waits(rank, world, store_path):
     start = time.monotonic()
     dist.barrier()
     return {"seconds": time.monotonic() - start}
+
+
+def two_daemons(rank, world, store_path, other_socket):
+    """Rank 1 uses another neurond (as a rank on another host would): both ranks'
+    init_process_group("neuron") must fail at once, naming where each rank is."""
+    if rank == 1:
+        os.environ["NEURON_SOCKET"] = other_socket
+    torch.neuron.set_device(0)
+    start = time.monotonic()
+    try:
+        _init(rank, world, store_path, backend="neuron", timeout_s=60)
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        return {"message": str(e), "seconds": time.monotonic() - start}
+    return {"message": None}

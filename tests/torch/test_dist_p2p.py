@@ -5,7 +5,8 @@ all_to_all_single with uneven split sizes and all_to_all with tensor lists: neur
 moves the data device memory to device memory (CollectiveP2P); each result is
 compared with gloo doing the same on CPU tensors, or with the inputs every rank
 can rebuild from the seeds. A recv of the wrong size and a send nobody receives
-give both ranks a clear error.
+give both ranks a clear error. A recv from any source (src=None) on 3 ranks
+reports the sender whose message it got, as gloo's does.
 """
 import pytest
 import torch
@@ -52,3 +53,19 @@ def test_send_without_recv_names_the_peer():
     assert msg is not None, "a send completed with no recv"
     assert "timed out" in msg and "rank 1 did not post the recv" in msg, msg
     assert res[0]["seconds"] < 30, res[0]
+
+
+def test_recv_from_any_source_reports_the_sender():
+    world = 3
+    res = spawn(dist_p2p_workers.recv_any, world=world, timeout=150)
+    for r in range(world):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result")
+    o = res[0]
+    for key in ("neuron", "gloo"):
+        got = o[key]
+        # Each message's contents say who sent it (10 * sender + 1); the call's answer must agree.
+        assert sorted(src for src, _ in got) == [1, 2], (key, got)
+        for src, values in got:
+            assert values == [10 * src + 1] * 5, (key, src, values)
+    assert o["tagged"] == (2, [2.5] * 3), o["tagged"]
+    assert o["tagged"] == o["tagged_gloo"], (o["tagged"], o["tagged_gloo"])

@@ -10,6 +10,7 @@ training on the global batch.
 import pytest
 import torch
 
+from conftest import start_daemon, stop_daemon
 import dist_workers
 from dist_reference import train_single
 from dist_workers import spawn
@@ -89,3 +90,19 @@ def test_ddp_matches_single_process():
     for r in range(WORLD):
         for p, q in zip(res[r]["params"], ref_params):
             torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-4, atol=1e-5)
+
+
+def test_ranks_of_two_daemons_are_refused():
+    """Ranks that do not share a neurond (two hosts are not supported yet) get a clear
+    error from init_process_group at once, not the 60 s timeout of a join that waits."""
+    p, sock, d = start_daemon(hbm_mib=512)
+    try:
+        res = spawn(dist_workers.two_daemons, sock, timeout=120)
+    finally:
+        stop_daemon(p, d)
+    for r in range(WORLD):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result")
+        msg = res[r]["message"]
+        assert msg is not None, f"rank {r}: the group formed across two neurond"
+        assert "do not share one neurond" in msg and "rank(s) 0 use neurond at" in msg and sock in msg, msg
+        assert res[r]["seconds"] < 45, res[r]

@@ -5,13 +5,16 @@
 #include "graph_capture.h"
 
 #include "device_trace.h"
+#include "queue_explain.h"
 
 #include <c10/util/Exception.h>
 
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -222,18 +225,57 @@ StreamQueues &current_queues(int device)
 	return stream_queues(current_stream(device));
 }
 
+namespace {
+
+std::mutex g_explain_mu;
+std::map<uint64_t, std::string> g_explain; // queue id -> why it went away (under g_explain_mu)
+
+// Why a stream's wait on another queue failed, when the owner of that queue said
+// (explain_failed_queue); empty otherwise.
+std::string explain_bad_wait(const neuron_fault &f)
+{
+	std::lock_guard lock(g_explain_mu);
+	for (const auto &[id, why] : g_explain)
+		if (std::strstr(f.reason, ("queue " + std::to_string(id) + ",").c_str()) ||
+		    std::strstr(f.reason, ("queue " + std::to_string(id) + " ").c_str()))
+			return why;
+	return {};
+}
+
+} // namespace
+
+void explain_failed_queue(uint64_t queue_id, std::string why)
+{
+	std::lock_guard lock(g_explain_mu);
+	g_explain[queue_id] = std::move(why);
+}
+
 [[noreturn]] void stream_failed(StreamQueues &sq, neuron_status s, const char *what)
 {
 	std::string msg = neuron_last_error();
 	if (s == NEURON_ERR_FAULT) {
 		// Report the root cause: a DMA queue that waited on a faulted core queue
 		// faults too, with a less useful reason.
+		bool found = false;
 		for (neuron_queue *q : {sq.core, sq.dma}) {
 			neuron_fault f{};
 			if (q && neuron_queue_fault(q, &f) == NEURON_OK && f.code != NEURON_FAULT_NONE &&
 			    f.code != NEURON_FAULT_BAD_WAIT) {
 				msg = std::string(q == sq.core ? "core" : "DMA") + " queue fault at command " +
 				      std::to_string(f.seq) + ": " + f.reason;
+				found = true;
+				break;
+			}
+		}
+		// A wait on a queue that was given up (a failed collective's signal) says why.
+		for (neuron_queue *q : {sq.core, sq.dma}) {
+			neuron_fault f{};
+			if (found || !q || neuron_queue_fault(q, &f) != NEURON_OK || f.code != NEURON_FAULT_BAD_WAIT)
+				continue;
+			const std::string why = explain_bad_wait(f);
+			if (!why.empty()) {
+				msg = std::string(q == sq.core ? "core" : "DMA") + " queue fault at command " +
+				      std::to_string(f.seq) + ": " + f.reason + ": " + why;
 				break;
 			}
 		}

@@ -2,14 +2,18 @@
 
 #include "../runtime.h"
 
+#include <neuron/p2p_sources.h>
+
 #include <ATen/ATen.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sys/random.h>
+#include <unistd.h>
 
 namespace torch_neuron::dist {
 
@@ -20,6 +24,7 @@ constexpr int64_t kMaxTimeoutMs = 3'600'000; // neurond's limit (CollectiveJoin)
 // Tags of the sends and receives all_to_all is made of: above every user tag (an
 // int), so they never match a user's send or recv.
 constexpr uint64_t kAllToAllTag = uint64_t(1) << 32;
+constexpr int kAnySource = -1; // point_to_point's peer for recvAnysource
 
 const char *op_name(uint32_t op)
 {
@@ -132,6 +137,39 @@ NeuronWork::NeuronWork(int rank, c10d::OpType type, std::vector<at::Tensor> outp
 {
 }
 
+void NeuronWork::set_signal(std::shared_ptr<StreamSignal> signal, uint64_t value, bool blocking)
+{
+	signal_ = std::move(signal);
+	signal_value_ = value;
+	blocking_ = blocking || opType_ == c10d::OpType::BARRIER; // a barrier is for the host
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout)
+{
+	if (blocking_)
+		c10d::Work::wait(timeout); // the host waits for the end; rethrows a failure
+	else if (isCompleted() && exception())
+		std::rethrow_exception(exception());
+	synchronize();
+	return true;
+}
+
+void NeuronWork::synchronize()
+{
+	if (!signal_)
+		return;
+	signal_->order(current_stream(signal_->device()), signal_value_);
+}
+
+int NeuronWork::sourceRank() const
+{
+	// c10d reads it right after wait(), which only orders the stream: the host
+	// waits here for the match to be known (and rethrows a failure).
+	const_cast<NeuronWork *>(this)->c10d::Work::wait();
+	TORCH_CHECK(source_rank_ >= 0, "neuron backend: source_rank() is for a recv from any source (src=None)");
+	return source_rank_;
+}
+
 void NeuronWork::complete(std::exception_ptr error)
 {
 	finish(error); // c10d::Work: wait() returns or rethrows from now on
@@ -145,6 +183,8 @@ ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &st
 				       std::chrono::milliseconds timeout)
 	: c10d::Backend(rank, size), timeout_(std::clamp<int64_t>(timeout.count(), 1, kMaxTimeoutMs))
 {
+	const char *blocking = std::getenv("NEURON_BLOCKING_WAIT");
+	blocking_wait_ = blocking && std::string(blocking) == "1";
 	join_group(store);
 	thread_ = std::thread([this] { worker(); });
 }
@@ -158,8 +198,40 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 	wake_.notify_all();
 	if (thread_.joinable())
 		thread_.join();
+	signals_.clear(); // waits for the device's streams to pass their waits
 	if (channel_)
 		neuron_disconnect(channel_); // neurond: this rank left the group
+}
+
+void ProcessGroupNeuron::check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store)
+{
+	// A collective group lives in one neurond: ranks of another neurond (another
+	// host, or another socket here) would wait in their own daemon until the
+	// timeout. Compare where every rank's neurond is (host name and socket path)
+	// and refuse at once, naming them, instead.
+	char host[256] = {};
+	gethostname(host, sizeof host - 1);
+	const std::string mine = std::string(host) + ":" + neuron_default_socket_path();
+	store->set("neuron/daemon/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+	std::map<std::string, std::vector<int>> ranks_of;
+	for (int r = 0; r < size_; ++r) {
+		const std::vector<uint8_t> v = store->get("neuron/daemon/" + std::to_string(r));
+		ranks_of[std::string(v.begin(), v.end())].push_back(r);
+	}
+	if (ranks_of.size() == 1)
+		return;
+	std::string where;
+	for (const auto &[daemon, ranks] : ranks_of) {
+		where += where.empty() ? "" : "; ";
+		where += "rank(s)";
+		for (int r : ranks)
+			where += " " + std::to_string(r);
+		where += " use neurond at " + daemon;
+	}
+	C10_THROW_ERROR(DistBackendError,
+			"neuron backend: the ranks do not share one neurond (" + where +
+				"): collectives across neurond instances (more than one host) are not supported yet; "
+				"give every rank the same NEURON_SOCKET, or use gloo on CPU tensors between hosts");
 }
 
 void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store)
@@ -176,6 +248,7 @@ void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store
 		blob.assign(got.begin(), got.end());
 		TORCH_CHECK(blob.size() == kSecretBytes + kNonceBytes, "neuron backend: malformed group key in the store");
 	}
+	check_one_daemon(store);
 	const std::string secret = blob.substr(0, kSecretBytes);
 	const std::string name = "torch-" + hex(blob.substr(kSecretBytes));
 	neuron_client *main = client(); // connects (and raises with instructions) if needed
@@ -220,12 +293,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue(c10d::OpType type, ui
 	job.after = stream_point(stream_queues(job.stream));
 	job.work = c10::make_intrusive<NeuronWork>(rank_, type, std::move(results), device);
 	auto work = job.work;
+	submit(std::move(job));
+	return work;
+}
+
+void ProcessGroupNeuron::submit(Job job)
+{
+	const int device = job.stream.device_index();
+	std::function<void()> back = std::move(job.copy_back);
+	job.copy_back = nullptr;
+	std::shared_ptr<StreamSignal> signal;
+	uint64_t value;
+	const c10::Stream stream = job.stream;
 	{
+		// Reserved and queued under one lock, so the worker signals the values in
+		// the order they were reserved, whichever thread calls.
 		std::lock_guard lock(mu_);
+		auto &slot = signals_[device];
+		if (!slot)
+			slot = std::make_shared<StreamSignal>(device);
+		signal = slot;
+		value = signal->reserve();
+		job.work->set_signal(signal, value, blocking_wait_);
+		job.signal = signal;
 		queue_.push_back(std::move(job));
 	}
 	wake_.notify_one();
-	return work;
+	if (back) {
+		// Later work on the stream sees the output whole: the copy waits for the end.
+		signal->order(stream, value);
+		c10::StreamGuard guard(stream);
+		back();
+	}
 }
 
 void ProcessGroupNeuron::worker()
@@ -243,8 +342,21 @@ void ProcessGroupNeuron::worker()
 		std::exception_ptr error;
 		try {
 			run(job);
+			job.signal->signal(); // the stream's waits for it may pass
 		} catch (...) {
 			error = std::current_exception();
+		}
+		if (error) {
+			// Streams waiting for it (or, the group being broken, for any later
+			// one) fault and report why, instead of waiting for ever.
+			std::string why = "collective failed";
+			try {
+				std::rethrow_exception(error);
+			} catch (const std::exception &e) {
+				why = e.what();
+			} catch (...) {
+			}
+			job.signal->fail(why);
 		}
 		c10::StreamGuard guard(job.stream); // the future's events go on the caller's stream
 		job.work->complete(error);
@@ -263,18 +375,19 @@ void ProcessGroupNeuron::run(Job &job)
 							  neuron_last_error());
 	if (job.marker)
 		s = NEURON_OK; // orders only: everything queued before it has run
-	else if (job.is_p2p)
-		s = neuron_group_p2p(channel_, group_id_, job.p2p.data(), job.p2p.size());
+	else if (job.is_p2p) {
+		std::vector<uint32_t> sources(job.p2p.size());
+		s = neuron_group_p2p_sources(channel_, group_id_, job.p2p.data(), job.p2p.size(), sources.data());
+		for (size_t i = 0; s == NEURON_OK && i < job.p2p.size(); ++i)
+			if (!job.p2p[i].send && job.p2p[i].peer == NEURON_P2P_ANY_SOURCE)
+				job.work->set_source_rank(static_cast<int>(sources[i]));
+	}
 	else
 		s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
 	if (s != NEURON_OK)
 		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
 							  (job.name ? job.name : op_name(job.spec.op)) +
 							  " failed: " + neuron_last_error());
-	if (job.copy_back) {
-		c10::StreamGuard guard(job.stream);
-		job.copy_back();
-	}
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(std::vector<at::Tensor> &tensors,
@@ -589,12 +702,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 
 void ProcessGroupNeuron::add_p2p(P2PBatch &b, bool send, const at::Tensor &t, int peer, uint64_t tag)
 {
-	TORCH_CHECK(peer >= 0 && peer < size_, "neuron backend: ", send ? "send to" : "recv from", " rank ", peer,
+	const bool any = !send && peer == kAnySource;
+	TORCH_CHECK(any || (peer >= 0 && peer < size_), "neuron backend: ", send ? "send to" : "recv from", " rank ", peer,
 		    ", which is not a rank of this group of ", size_);
-	TORCH_CHECK(peer != rank_, "neuron backend: rank ", rank_, " cannot ", send ? "send to" : "recv from", " itself");
+	TORCH_CHECK(any || peer != rank_, "neuron backend: rank ", rank_, " cannot ", send ? "send to" : "recv from", " itself");
 	neuron_p2p_op op{};
 	op.send = send ? 1 : 0;
-	op.peer = static_cast<uint32_t>(peer);
+	op.peer = any ? NEURON_P2P_ANY_SOURCE : static_cast<uint32_t>(peer);
 	op.dtype = dtype_of(t, false);
 	op.device = static_cast<uint32_t>(t.device().index());
 	op.tag = tag;
@@ -626,11 +740,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::enqueue_p2p(P2PBatch b, const
 	else
 		work = c10::make_intrusive<NeuronWork>(rank_, b.type, b.results, device);
 	job.work = work;
-	{
-		std::lock_guard lock(mu_);
-		queue_.push_back(std::move(job));
-	}
-	wake_.notify_one();
+	submit(std::move(job));
 	return work;
 }
 
@@ -673,10 +783,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor> 
 	return point_to_point(tensors, false, src, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor> &, int)
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(std::vector<at::Tensor> &tensors, int tag)
 {
-	TORCH_CHECK(false, "neuron backend: recv from any source is not supported: name the source rank (src=...)");
-	return {};
+	// neurond matches it with the oldest send to this rank with the tag, from any
+	// rank, and says which (the Work's source_rank()).
+	return point_to_point(tensors, false, kAnySource, tag);
 }
 
 void ProcessGroupNeuron::startCoalescing()

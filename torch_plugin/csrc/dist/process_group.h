@@ -4,14 +4,23 @@
 // host).
 //
 // Each collective is queued, in call order, to this backend's worker thread with
-// the point its inputs were produced at on the caller's stream. The worker waits
-// for that point, asks neurond to run it (over the rank's channel connection, so
-// the main connection stays free), makes any non-contiguous output whole again on
-// the same stream, and completes the Work and its future.
+// the point its inputs were produced at on the caller's stream; the call returns
+// at once. The worker waits for that point, asks neurond to run it (over the
+// rank's channel connection, so the main connection stays free), signals its end
+// on the device (stream_signal.h) and completes the Work and its future.
+// Work.wait() orders the caller's current stream after the collective on the
+// device and returns without waiting for it, as NCCL's does (the host blocks only
+// for a barrier, or with NEURON_BLOCKING_WAIT=1); is_completed() polls. An output
+// that is not contiguous is written through a contiguous buffer whose copy back
+// is queued on the caller's stream at the call, after a device-side wait for
+// the collective.
 //
 // Threads: the caller's thread enqueues; one worker thread per backend runs the
-// queue (queue_ under mu_); a Work's state is c10d::Work's own (its mutex).
+// queue (queue_ and signals_ under mu_); a Work's state is c10d::Work's own (its
+// mutex).
 #pragma once
+
+#include "stream_signal.h"
 
 #include <neuron/neuron.h>
 
@@ -21,6 +30,8 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -33,12 +44,27 @@ public:
 	std::vector<at::Tensor> result() override { return outputs_; }
 	// Before it is queued (a coalesced batch learns its tensors as they come).
 	void set_outputs(std::vector<at::Tensor> outputs) { outputs_ = std::move(outputs); }
+	// Before it is queued: where the device learns that it ended.
+	void set_signal(std::shared_ptr<StreamSignal> signal, uint64_t value, bool blocking);
 	// Worker thread: the collective ended (error: null if it succeeded).
 	void complete(std::exception_ptr error);
+	// The current stream of the work's device waits (on the device) for the
+	// collective; the host waits too only if blocking. Rethrows a failure known by now.
+	bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+	// The current stream waits for the collective (host: no wait).
+	void synchronize() override;
+	// A recv from any source: the rank it received from (the host waits for it).
+	int sourceRank() const override;
+	// Worker thread, before complete().
+	void set_source_rank(int rank) { source_rank_ = rank; }
 
 private:
 	std::vector<at::Tensor> outputs_;
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
+	std::shared_ptr<StreamSignal> signal_;
+	uint64_t signal_value_ = 0;
+	bool blocking_ = false;
+	int source_rank_ = -1; // written before finish(), read after a wait for it
 };
 
 class ProcessGroupNeuron : public c10d::Backend {
@@ -98,7 +124,7 @@ private:
 	struct Job {
 		neuron_collective spec{};
 		at::Tensor input, output;          // contiguous (may be undefined: no buffer)
-		std::function<void()> copy_back;   // on the caller's stream, after the run
+		std::function<void()> copy_back;   // queued on the caller's stream by submit()
 		// Instead of spec: a point-to-point batch (CollectiveP2P) over the
 		// buffers `keep` holds; or neither (a marker that orders only).
 		bool is_p2p = false, marker = false;
@@ -108,7 +134,11 @@ private:
 		c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
 		uint64_t after = 0;                // the stream's point the inputs are ready at
 		c10::intrusive_ptr<NeuronWork> work;
+		std::shared_ptr<StreamSignal> signal;
 	};
+	// Caller: queues the job to the worker (its Work learns its signal), then
+	// queues its copy back on the caller's stream after a device-side wait.
+	void submit(Job job);
 
 	c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, uint32_t op, const at::Tensor &input,
 					       const at::Tensor &output, uint64_t count, uint32_t reduce, uint32_t root,
@@ -131,6 +161,8 @@ private:
 	void worker();
 	void run(Job &job);
 	void join_group(const c10::intrusive_ptr<c10d::Store> &store);
+	// Raises, naming them, if the ranks' neurond instances differ.
+	void check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store);
 
 	std::chrono::milliseconds timeout_;
 	neuron_client *channel_ = nullptr; // this rank's second connection (observer)
@@ -139,7 +171,9 @@ private:
 	bool coalescing_ = false;          // caller's thread: between start/endCoalescing
 	P2PBatch coalesced_;
 	c10::intrusive_ptr<NeuronWork> coalesced_work_; // what the batch's ops return
-	std::mutex mu_;                    // guards queue_ and stopping_
+	bool blocking_wait_ = false;       // NEURON_BLOCKING_WAIT=1: wait() blocks the host too
+	std::mutex mu_;                    // guards queue_, signals_ and stopping_
+	std::map<int, std::shared_ptr<StreamSignal>> signals_; // by device
 	std::condition_variable wake_;
 	std::deque<Job> queue_;
 	bool stopping_ = false;

@@ -108,6 +108,7 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 		return;
 	}
 	acceptor_.assign(stream_protocol(), bind_unix_listener(path_, config.socket_group));
+	owns_socket_file_ = true;
 	NLOG_INFO("server.listen", "socket=" + path_);
 	accept();
 }
@@ -183,7 +184,9 @@ void Server::stop()
 		s->close("daemon shutting down");
 	while (!orphans_.empty())
 		release_orphan(orphans_.begin(), "daemon shutting down");
-	if (inherited_unix_listener(path_) < 0) // systemd's socket outlives us
+	// Not inherited_unix_listener() here: the acceptor (the inherited descriptor) is
+	// closed by now, so it would no longer see systemd's socket and remove its file.
+	if (owns_socket_file_)
 		unlink(path_.c_str());
 }
 

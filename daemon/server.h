@@ -92,6 +92,9 @@ private:
 	std::map<uint64_t, std::shared_ptr<Session>> sessions_;
 	uint64_t next_session_ = 1;
 	bool stopped_ = false;
+	// We bound the socket file (no socket activation), so stop() removes it; systemd's
+	// socket file outlives us and must stay for the next neurond and its clients.
+	bool owns_socket_file_ = false;
 	void reap_orphans();
 	void release_orphan(std::map<uint64_t, std::unique_ptr<Tenant>>::iterator it, const std::string &reason);
 	FdStore *store_ = nullptr;

@@ -126,6 +126,12 @@ bool NeurondProcess::spawn(std::string *error)
 	std::vector<std::string> args = {binary, "--socket", socket_path_};
 	args.insert(args.end(), settings_.begin(), settings_.end());
 	add_default_flags(&args);
+	if (listener_fd_ >= 0) {
+		// LISTEN_PID must be the daemon's own pid, known only in the child: a shell
+		// sets it to $$ and execs the daemon in place (same pid), as systemd does.
+		args.insert(args.begin(), {"/bin/sh", "-c",
+					   "export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=neurond.socket; exec \"$0\" \"$@\""});
+	}
 	std::vector<char *> argv;
 	for (auto &a : args)
 		argv.push_back(a.data());
@@ -151,6 +157,12 @@ bool NeurondProcess::spawn(std::string *error)
 			dup2(devnull, STDIN_FILENO);
 		dup2(log_fd, STDOUT_FILENO);
 		dup2(log_fd, STDERR_FILENO);
+		if (listener_fd_ >= 0) { // SD_LISTEN_FDS_START, without close-on-exec
+			if (listener_fd_ != 3)
+				dup2(listener_fd_, 3);
+			else
+				fcntl(3, F_SETFD, 0);
+		}
 		// Tests may block signals in threads; the daemon starts with a clean mask.
 		sigset_t none;
 		sigemptyset(&none);

@@ -29,6 +29,10 @@ public:
 	bool wait_ready(int timeout_ms, std::string *error);
 	// spawn() + wait_ready(5000).
 	bool start(std::string *error);
+	// The next spawn() hands fd (a listening socket bound to socket_path()) to the
+	// daemon as systemd's socket activation does: as fd 3 with LISTEN_PID/LISTEN_FDS.
+	// The caller keeps fd open (systemd's socket outlives each neurond).
+	void inherit_listener(int fd) { listener_fd_ = fd; }
 
 	struct Exit {
 		bool exited = false;    // false: still running when the wait ended
@@ -64,6 +68,7 @@ private:
 	std::string socket_path_;
 	std::string log_path_;
 	std::vector<std::string> settings_;
+	int listener_fd_ = -1;
 	pid_t pid_ = -1;
 	bool reaped_ = false;
 	bool ended_by_us_ = false;

@@ -243,3 +243,42 @@ DAEMON_TEST(lifecycle, restart_over_the_socket_of_a_killed_daemon)
 	const auto e = again.stop(5000);
 	cr_assert(e.exited && !e.signaled && e.code == 0, "the restarted neurond: %s", e.describe().c_str());
 }
+
+// Socket activation (the packages' neurond.socket): systemd binds the socket and
+// keeps it across restarts, so clients never see it vanish. A neurond stopping
+// must leave that socket file alone (it removed it once: the install test's
+// `systemctl restart neurond` left clients with "no daemon at ...").
+Test(lifecycle, socket_activation_keeps_the_socket_file_across_restarts)
+{
+	NeurondProcess first;
+	const std::string &path = first.socket_path();
+	const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(listener >= 0);
+	struct sockaddr_un addr = {};
+	addr.sun_family = AF_UNIX;
+	path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+	cr_assert(bind(listener, reinterpret_cast<struct sockaddr *>(&addr), sizeof(addr)) == 0 && listen(listener, 16) == 0,
+		  "binding %s: %s", path.c_str(), strerror(errno));
+
+	std::string err;
+	first.inherit_listener(listener);
+	cr_assert(first.start(&err), "%s", err.c_str());
+	neuron_client *c = connect("activated", path);
+	neuron_disconnect(c);
+	cr_assert(first.log().find("from=systemd") != std::string::npos, "neurond did not take the passed socket:\n%s",
+		  first.log_tail().c_str());
+	auto e = first.stop(5000);
+	cr_assert(e.exited && !e.signaled && e.code == 0, "neurond: %s", e.describe().c_str());
+	cr_assert(exists(path), "neurond removed the socket file systemd owns (%s) when it stopped", path.c_str());
+
+	// The restarted daemon gets the same socket; a client connecting by path gets it.
+	NeurondProcess second(path);
+	second.inherit_listener(listener);
+	cr_assert(second.start(&err), "%s", err.c_str());
+	c = connect("after restart", path);
+	neuron_disconnect(c);
+	e = second.stop(5000);
+	cr_assert(e.exited && !e.signaled && e.code == 0, "the restarted neurond: %s", e.describe().c_str());
+	cr_assert(exists(path));
+	close(listener);
+}

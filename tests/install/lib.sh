@@ -44,7 +44,7 @@ need_debs() {
 	[ ${#missing[@]} -eq 0 ] && return 0
 	say "installing Debian packages: ${missing[*]}"
 	apt-get update -qq || say "apt-get update reported errors (continuing with the lists it has)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/neuron-install-apt.log 2>&1 ||
+	DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -q --no-install-recommends "${missing[@]}" >/tmp/neuron-install-apt.log 2>&1 ||
 		{ tail -20 /tmp/neuron-install-apt.log; die "apt-get install ${missing[*]} failed"; }
 }
 

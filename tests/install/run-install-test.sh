@@ -16,17 +16,29 @@
 #    overlay, so the cached image stays clean.
 # 4. The guest prints PASS/FAIL lines; this script prints them and "N passed, N failed".
 #
+#   bash tests/install/run-install-test.sh --packages-cached
+#                  exit 0 when this tree's packages are cached (tools/test.sh's time budget)
+#
 # Environment: NEURON_CI_CACHE (default /var/cache/neuron-ci), NEURON_INSTALL_TIMEOUT
 # (QEMU wall-clock limit, default 3000 s), NEURON_INSTALL_WORK (default
 # /var/tmp/neuron-install-test).
 set -uo pipefail
 SUITE=install-test
 . "$(dirname "$0")/lib.sh"
+# The packages' cache key: everything that goes into the packages or the wheel, not
+# the tests, the CI scripts or the docs (a doc-only change keeps the cached packages,
+# README.md in neuron-tools included).
+key=$(tree_hash . ':!tests' ':!.ci' ':!tools/test.sh' ':!tools/demo.sh' ':!tools/demo.d' ':!*.md')
+pkgs=$CI_CACHE/packages/$key
+V1=0.1.0
+V2=0.1.0+rebuild1
+if [ "${1:-}" = --packages-cached ]; then
+	cache_ready "$pkgs/$V1" && cache_ready "$pkgs/$V2"
+	exit
+fi
 START=$(date +%s)
 WORK=${NEURON_INSTALL_WORK:-/var/tmp/neuron-install-test}
 TIMEOUT=${NEURON_INSTALL_TIMEOUT:-3000}
-V1=0.1.0
-V2=0.1.0+rebuild1
 RESULTS=$WORK/results.txt
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -52,11 +64,6 @@ image=$(bash "$INSTALL_TESTS/host-image.sh" | tail -n 1) && [ -f "$image/root.ex
 say "host image: $image ($(($(date +%s) - t0))s)"
 
 # --- 2. packages -------------------------------------------------------------------
-# Everything that goes into the packages or the wheel: not the tests, the CI scripts
-# or the docs (a doc-only change keeps the cached packages, README.md in neuron-tools
-# included).
-key=$(tree_hash . ':!tests' ':!.ci' ':!tools/test.sh' ':!tools/demo.sh' ':!tools/demo.d' ':!*.md')
-pkgs=$CI_CACHE/packages/$key
 t0=$(date +%s)
 for v in "$V1" "$V2"; do
 	dir=$pkgs/$v

@@ -32,6 +32,9 @@ if [[ $want_test == 1 ]]; then
 	# libgfortran.a: the QEMU suite's static kmd_test links OpenBLAS's LAPACK (the
 	# chip's linear-algebra kernels), which is Fortran
 	apt_packages+=(libgfortran-12-dev)
+	# The install test (tests/install): the host image and booting it. Installed here,
+	# before its image is built in the background, so no two apt runs overlap.
+	apt_packages+=(mmdebstrap e2fsprogs qemu-system-x86 qemu-utils apt-utils)
 fi
 
 missing=()

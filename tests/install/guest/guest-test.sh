@@ -31,6 +31,9 @@ check() {
 step() { echo "# --- $* ($(date +%s)s since epoch, uptime $(cut -d' ' -f1 /proc/uptime)s)"; }
 as_user() { local u=$1; shift; runuser -u "$u" -- env -i PATH="$PATH" HOME="/home/$u" "$@"; }
 main_pid() { systemctl show -p MainPID --value neurond.service; }
+# Prefixes each line with the uptime, so the host's log shows where apt's minutes go
+# (the DKMS build under TCG is most of them).
+stamped() { while IFS= read -r line; do echo "[$(cut -d' ' -f1 /proc/uptime)] $line"; done; }
 
 use_repo() { # dir
 	echo "deb [trusted=yes] file:$T/$1 ./" >/etc/apt/sources.list.d/neuron-local.list
@@ -75,13 +78,13 @@ step "apt install from the local repository"
 echo "options neuron job_timeout_ms=60000" >/etc/modprobe.d/neuron-install-test.conf
 use_repo repo1
 t0=$(date +%s)
-if apt-get install -y -q neuron-dkms neuron-runtime neuron-tools libneuron-dev >/tmp/apt-install.log 2>&1; then
+if apt-get install -y -q neuron-dkms neuron-runtime neuron-tools libneuron-dev 2>&1 | stamped >/tmp/apt-install.log; then
 	pass apt_install
 else
 	fail apt_install "$(tail -n 5 /tmp/apt-install.log | tr '\n' ' ')"
 fi
 echo "# apt-get install took $(($(date +%s) - t0))s"
-grep -E '^neuron-dkms:|^neuron-runtime:|DKMS|dkms' /tmp/apt-install.log | head -n 20 | sed 's/^/# /'
+grep -E 'Setting up|Unpacking|neuron-dkms:|neuron-runtime:|DKMS|dkms|Building|initramfs|Processing' /tmp/apt-install.log | head -n 40 | sed 's/^/# /'
 
 step "driver"
 check dkms_built_for_running_kernel sh -c "dkms status neuron | grep -q \"$(uname -r).*installed\""
@@ -165,12 +168,13 @@ v1=$(dpkg-query -W -f='${Version}' neuron-runtime)
 pid_before=$(main_pid)
 use_repo repo2
 t0=$(date +%s)
-if apt-get install -y -q --only-upgrade "${PACKAGES[@]}" >/tmp/apt-upgrade.log 2>&1; then
+if apt-get install -y -q --only-upgrade "${PACKAGES[@]}" 2>&1 | stamped >/tmp/apt-upgrade.log; then
 	pass apt_upgrade
 else
 	fail apt_upgrade "$(tail -n 5 /tmp/apt-upgrade.log | tr '\n' ' ')"
 fi
 echo "# apt-get upgrade took $(($(date +%s) - t0))s"
+grep -E 'Setting up|Unpacking|DKMS|dkms|Building|initramfs|Processing|neurond' /tmp/apt-upgrade.log | head -n 40 | sed 's/^/# /'
 v2=$(cat "$T/repo2/VERSION")
 check upgraded_versions sh -c "for p in ${PACKAGES[*]}; do [ \"\$(dpkg-query -W -f='\${Version}' \$p)\" = '$v2' ] || { echo \"\$p not at $v2\"; exit 1; }; done"
 check upgrade_dkms_rebuilt sh -c "dkms status neuron/$v2 | grep -q \"$(uname -r).*installed\" && ! dkms status | grep -qF 'neuron/$v1,'"

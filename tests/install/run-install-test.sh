@@ -16,8 +16,13 @@
 #    overlay, so the cached image stays clean.
 # 4. The guest prints PASS/FAIL lines; this script prints them and "N passed, N failed".
 #
-#   bash tests/install/run-install-test.sh --packages-cached
-#                  exit 0 when this tree's packages are cached (tools/test.sh's time budget)
+#   bash tests/install/run-install-test.sh --packages-minutes
+#                  prints what building this tree's packages would take, in minutes on
+#                  a 2-core host: 0 cached, 10 with a warm compiler cache (some earlier
+#                  package build is cached), 35 cold (tools/test.sh's time budget)
+#   bash tests/install/run-install-test.sh --packages-only
+#                  steps 1-2 without the guest (builds and checks the packages; a run
+#                  whose time budget has no room for the guest still warms the caches)
 #
 # Environment: NEURON_CI_CACHE (default /var/cache/neuron-ci), NEURON_INSTALL_TIMEOUT
 # (QEMU wall-clock limit, default 3000 s), NEURON_INSTALL_WORK (default
@@ -32,9 +37,15 @@ key=$(tree_hash . ':!tests' ':!.ci' ':!tools/test.sh' ':!tools/demo.sh' ':!tools
 pkgs=$CI_CACHE/packages/$key
 V1=0.1.0
 V2=0.1.0+rebuild1
-if [ "${1:-}" = --packages-cached ]; then
-	cache_ready "$pkgs/$V1" && cache_ready "$pkgs/$V2"
-	exit
+if [ "${1:-}" = --packages-minutes ]; then
+	if cache_ready "$pkgs/$V1" && cache_ready "$pkgs/$V2"; then
+		echo 0
+	elif ls "$CI_CACHE"/packages/*/"$V1"/complete >/dev/null 2>&1; then
+		echo 10
+	else
+		echo 35
+	fi
+	exit 0
 fi
 START=$(date +%s)
 WORK=${NEURON_INSTALL_WORK:-/var/tmp/neuron-install-test}
@@ -82,6 +93,7 @@ if grep -q '^E: ' "$pkgs/$V1/lintian.txt"; then
 else
 	result PASS "lintian_no_errors ($(grep -c '^W: ' "$pkgs/$V1/lintian.txt") warnings, explained in packaging/README.md)"
 fi
+[ "${1:-}" = --packages-only ] && finish
 
 # --- 3. test disk and boot ---------------------------------------------------------
 # For each dependency of the .debs in the first directory that neither the image nor

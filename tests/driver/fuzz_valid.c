@@ -57,6 +57,19 @@ static int valid_check(struct valid *v, uint32_t round, uint32_t add)
 	return bad;
 }
 
+/*
+ * A submission of the checked worker. It shares the fuzzer's memory cgroup, where
+ * HBM and jobs are charged: once fuzz workers have filled it to memory.max, ENOMEM
+ * is the driver's right answer, not a bug, and the round is given up like one
+ * lost to an engine timeout. Any other error fails the test.
+ */
+#define SUBMIT(call) do { int s_ = (call); \
+	if (s_ && errno == ENOMEM) \
+		return -ENOMEM; \
+	if (s_) \
+		nt_fail(__FILE__, __LINE__, "%s: got %s, want success", #call, strerror(errno)); \
+	} while (0)
+
 /* One round: DMA there and back, checked; then compute, checked if it ran. */
 static int valid_round(struct valid *v, uint32_t round)
 {
@@ -66,19 +79,19 @@ static int valid_round(struct valid *v, uint32_t round)
 	for (i = 0; i < WORDS; i++)
 		v->ps[i] = i * 2654435761u + round;
 	memset(v->pd, 0, WORDS * 4);
-	OK(nt_dma(v->fd, round & 1, v->src, 0, v->dev, 0, WORDS * 4, NULL, NULL));
-	OK(nt_dma(v->fd, !(round & 1), v->dev, 0, v->dst, 0, WORDS * 4, NULL, &v->s));
+	SUBMIT(nt_dma(v->fd, round & 1, v->src, 0, v->dev, 0, WORDS * 4, NULL, NULL));
+	SUBMIT(nt_dma(v->fd, !(round & 1), v->dev, 0, v->dst, 0, WORDS * 4, NULL, &v->s));
 	r = valid_wait(v, 20000);
 	CHECK(r == 1, "round %u: DMA job status %d", round, r);
 	if (valid_check(v, round, 0))
 		atomic_fetch_add(&fuzz_stats->mismatches, 1);
 	atomic_fetch_add(&fuzz_stats->dma_checked, 1);
 
-	OK(nt_compute(v->fd, round % 8, NT_OP_ADD, add, v->dev, NULL, &v->s));
+	SUBMIT(nt_compute(v->fd, round % 8, NT_OP_ADD, add, v->dev, NULL, &v->s));
 	r = valid_wait(v, 20000);
 	if (r != 1)
 		return r;
-	OK(nt_dma(v->fd, 0, v->dev, 0, v->dst, 0, WORDS * 4, NULL, &v->s));
+	SUBMIT(nt_dma(v->fd, 0, v->dev, 0, v->dst, 0, WORDS * 4, NULL, &v->s));
 	r = valid_wait(v, 20000);
 	CHECK(r == 1, "round %u: DMA job status %d", round, r);
 	if (valid_check(v, round, add))
@@ -98,12 +111,13 @@ void fuzz_valid_worker(int minor, uint64_t deadline_ns)
 		r = valid_round(&v, round);
 		if (r == 1)
 			continue;
-		CHECK(r == -ENODEV || r == -ETIMEDOUT || r == -ETIME,
+		CHECK(r == -ENODEV || r == -ETIMEDOUT || r == -ETIME || r == -ENOMEM,
 		      "round %u: compute job status %d", round, r);
 		/*
 		 * The engine went away (ENODEV), or was too busy with fuzz
 		 * jobs (a timeout: the file is banned, and a late engine may
-		 * still write the BO): start over with fresh BOs.
+		 * still write the BO), or the shared memory cgroup was full
+		 * (ENOMEM): start over with fresh BOs.
 		 */
 		atomic_fetch_add(&fuzz_stats->valid_tolerated, 1);
 		valid_close(&v);

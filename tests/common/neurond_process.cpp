@@ -186,8 +186,14 @@ bool NeurondProcess::wait_ready(int timeout_ms, std::string *error)
 			*error = "neurond exited during startup (" + exit_status().describe() + "); its log:\n" + log_tail();
 			return false;
 		}
-		const int fd = connect_unix(socket_path_);
-		if (fd >= 0) {
+		// A passed listener accepts connections into its backlog before neurond
+		// runs (as systemd's socket does), so connecting proves nothing: its log
+		// line does. (A neurond that then failed, e.g. with the driver's engine
+		// taken, left the test's client waiting in the backlog until its timeout.)
+		if (listener_fd_ >= 0) {
+			if (log().find("daemon.ready") != std::string::npos)
+				return true;
+		} else if (const int fd = connect_unix(socket_path_); fd >= 0) {
 			close(fd);
 			return true;
 		}

@@ -1,6 +1,10 @@
 #include "engines.h"
 
 #include <block.h>
+#include <ops.h>
+#include <packed_gemm.h>
+
+#include <cblas.h>
 #include <pointwise_steps.h>
 
 #include <algorithm>
@@ -220,14 +224,42 @@ void dma(const neuron_tile_insn &in, const Env &env)
 	// The stride of a size-1 dim does not matter; a copied element does.
 	const int64_t so = v[0].sizes[last] == 1 ? es : v[0].bstride[last];
 	const int64_t si = v[1].sizes[last] == 1 ? es : v[1].bstride[last];
-	for_rows(sizes, v[0].ndim, v, 2, [&](std::byte *const *p, int64_t n) {
-		if (so == es && si == es) {
+	if (so == es && si == es) {
+		for_rows(sizes, v[0].ndim, v, 2, [&](std::byte *const *p, int64_t n) {
 			std::memmove(p[0], p[1], static_cast<size_t>(n * es));
+		});
+		return;
+	}
+	// A walk across rows (a transposing load, one per matmul step of a kernel that
+	// reads a^T): fixed-size moves, in 16 x 16 blocks when the view is 2-d, since
+	// each row of a transposed HBM tile lies on its own page (so does each SBUF
+	// partition) and a block keeps the pages it touches in the TLB.
+	const auto copy = [&](auto word) {
+		using Word = decltype(word);
+		const auto move = [](std::byte *to, const std::byte *from) {
+			Word w;
+			std::memcpy(&w, from, sizeof w);
+			std::memcpy(to, &w, sizeof w);
+		};
+		if (v[0].ndim == 2) {
+			constexpr int64_t kEdge = 16;
+			const int64_t R = sizes[0], C = sizes[1], d0 = v[0].bstride[0], s0 = v[1].bstride[0];
+			for (int64_t r0 = 0; r0 < R; r0 += kEdge)
+				for (int64_t c0 = 0; c0 < C; c0 += kEdge)
+					for (int64_t r = r0; r < std::min(R, r0 + kEdge); ++r)
+						for (int64_t c = c0; c < std::min(C, c0 + kEdge); ++c)
+							move(v[0].data + r * d0 + c * so, v[1].data + r * s0 + c * si);
 			return;
 		}
-		for (int64_t i = 0; i < n; ++i)
-			std::memmove(p[0] + i * so, p[1] + i * si, static_cast<size_t>(es));
-	});
+		for_rows(sizes, v[0].ndim, v, 2, [&](std::byte *const *p, int64_t n) {
+			for (int64_t i = 0; i < n; ++i)
+				move(p[0] + i * so, p[1] + i * si);
+		});
+	};
+	if (es == 4)
+		copy(uint32_t{});
+	else
+		copy(uint16_t{});
 }
 
 // REDUCE: each partition's active free elements into out[p, 0...].
@@ -282,28 +314,62 @@ std::vector<float> dense(const View &v)
 	return m;
 }
 
+// The leading dimension (in floats) that lets BLAS read a rows x cols view in
+// place as a row-major f32 matrix, or 0 if it cannot.
+int64_t row_major_f32_ld(const View &v, int64_t rows, int64_t cols)
+{
+	if (v.dtype != NEURON_DTYPE_F32 || (cols > 1 && v.bstride[1] != 4))
+		return 0;
+	if (rows == 1)
+		return cols; // the row stride is never used
+	return v.bstride[0] % 4 == 0 && v.bstride[0] / 4 >= cols ? v.bstride[0] / 4 : 0;
+}
+
 // MATMUL: out[M, N] (+)= st[K, M]^T mv[K, N], f32 accumulation (the PE array
-// multiplies the operands exactly and adds in f32).
+// multiplies the operands exactly and adds in f32). A kernel's 128 x 128 x 512
+// step goes through the MATMUL opcode's own multiply: the packed panels on
+// AVX-512 hosts, else OpenBLAS sgemm (with the kernel set blas_select.h chose),
+// reading f32 SBUF operands in place; a plain loop here ran ~15x slower.
 void matmul(const neuron_tile_insn &in, const Env &env)
 {
+	using kernels::detail::Mat;
 	View o = resolve(in.operands[0], env), st = resolve(in.operands[1], env), mv = resolve(in.operands[2], env);
 	const int64_t K = st.sizes[0], M = st.sizes[1], N = mv.sizes[1];
-	const std::vector<float> a = dense(st), b = dense(mv);
-	std::vector<float> acc(static_cast<size_t>(N));
-	for (int64_t m = 0; m < M; ++m) {
-		float *out = reinterpret_cast<float *>(o.data + m * o.bstride[0]);
-		if (in.flags & NEURON_TILE_ACCUMULATE)
-			std::memcpy(acc.data(), out, static_cast<size_t>(N) * 4);
-		else
-			std::fill(acc.begin(), acc.end(), 0.0f);
-		for (int64_t k = 0; k < K; ++k) {
-			const float s = a[static_cast<size_t>(k * M + m)];
-			const float *row = b.data() + k * N;
-			for (int64_t n = 0; n < N; ++n)
-				acc[static_cast<size_t>(n)] += s * row[n];
-		}
-		std::memcpy(out, acc.data(), static_cast<size_t>(N) * 4);
+	const float beta = (in.flags & NEURON_TILE_ACCUMULATE) ? 1.0f : 0.0f; // 0: old PSUM bytes (NaN too) ignored
+	const int64_t ldc = row_major_f32_ld(o, M, N);
+	if (ldc && kernels::detail::packed_gemm_suits(M, N, K)) {
+		const auto mat = [](const View &v, int64_t rows, int64_t cols) {
+			const int64_t es = static_cast<int64_t>(esize(v.dtype));
+			return Mat{v.data, v.dtype, rows, cols, v.bstride[0] / es, v.bstride[1] / es, static_cast<size_t>(es)};
+		};
+		kernels::detail::packed_gemm(1.0f, mat(st, K, M).t(), mat(mv, K, N), beta,
+					     reinterpret_cast<float *>(o.data), ldc, nullptr);
+		return;
 	}
+	kernels::detail::prepare_blas();
+	std::vector<float> a_copy, b_copy, c_copy;
+	const float *a = reinterpret_cast<const float *>(st.data), *b = reinterpret_cast<const float *>(mv.data);
+	int64_t lda = row_major_f32_ld(st, K, M), ldb = row_major_f32_ld(mv, K, N);
+	if (!lda) {
+		a_copy = dense(st);
+		a = a_copy.data();
+		lda = M;
+	}
+	if (!ldb) {
+		b_copy = dense(mv);
+		b = b_copy.data();
+		ldb = N;
+	}
+	float *c = reinterpret_cast<float *>(o.data);
+	if (!ldc) { // a PSUM view with strided columns: through a dense copy
+		c_copy = dense(o);
+		c = c_copy.data();
+	}
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+		    1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc ? ldc : N));
+	if (!ldc)
+		for (int64_t r = 0; r < M; ++r)
+			kernels::store_block<float>(o.data + r * o.bstride[0], o.bstride[1], c + r * N, N, o.dtype);
 }
 
 // TRANSPOSE: out[F, P] = in[P, F] through the tensor engine (a matmul with the

@@ -31,10 +31,11 @@ Test(kernel_preemption, a_long_kernel_yields_to_inference_and_stays_exact, .fini
 	api::Response r = lend(api::POOL_INFERENCE, 1);
 	cr_assert(r.has_loans(), "lend");
 
-	// The tiled matmul kernel (tests/tile/canonical_kernels.h) on 512 x 1024 x 512:
-	// 4 x 8 loop iterations of a 128 x 128 x 512 matmul each, every one a step
-	// (a point where the core may switch tenants).
-	constexpr int64_t M = 512, K = 1024, N = 512;
+	// The tiled matmul kernel (tests/tile/canonical_kernels.h) on 512 x 8192 x 512:
+	// 4 x 64 loop iterations of a 128 x 128 x 512 matmul each, every one a step
+	// (a point where the core may switch tenants). Long enough in steps that the
+	// kernels outlast five inference commands now that a step runs at BLAS speed.
+	constexpr int64_t M = 512, K = 8192, N = 512;
 	std::vector<th::Arg> args{th::Arg(NEURON_DTYPE_F32, M * N), th::Arg(NEURON_DTYPE_F32, M * K),
 				  th::Arg(NEURON_DTYPE_F32, K * N)};
 	ref::Rng rng(17);

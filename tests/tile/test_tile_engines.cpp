@@ -254,3 +254,41 @@ Test(tile_engines, matmul_accumulate_and_overwrite)
 			cr_assert(std::fabs(args[0].get(m * N + n) - want) < 1e-4);
 		}
 }
+
+// A full step of the PE array (K = 128 partitions, M = 128, N = 512: one PSUM bank),
+// the size kernels use and the one that takes the packed multiply: two K halves
+// accumulated, f32 and bf16 operands, against a double reference.
+Test(tile_engines, full_size_matmul_accumulates_in_f32)
+{
+	const int64_t K = 128, M = 128, N = 512;
+	for (const uint8_t dt : {f32, uint8_t(NEURON_DTYPE_BF16)}) {
+		std::vector<Arg> args{Arg(f32, M * N), Arg(dt, 2 * K * M), Arg(dt, 2 * K * N)};
+		ref::Rng rng(11);
+		args[1].fill_random(rng);
+		args[2].fill_random(rng);
+		auto ld = [&](uint32_t arg, int64_t cols, int64_t off) {
+			return insn(NEURON_TILE_OP_DMA, {sbuf(dt, K, cols, {off}), hbm(dt, arg, K, cols, cols, {0, {K * cols}})});
+		};
+		// On-chip offsets are bytes: operands at 0 and 4 KiB, the result at 8 KiB.
+		std::vector<neuron_tile_insn> p{insn(NEURON_TILE_OP_MEMSET, {psum(M, N)}),
+						loop(2),
+						ld(1, M, 0),
+						ld(2, N, 4096),
+						insn(NEURON_TILE_OP_MATMUL, {psum(M, N), sbuf(dt, K, M), sbuf(dt, K, N, {4096})}, 0,
+						     NEURON_TILE_ACCUMULATE),
+						end_loop(),
+						insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, M, N, {8192}), psum(M, N)}),
+						store(0, M, N, 8192)};
+		th::run(p, args);
+		double worst = 0;
+		for (int64_t m = 0; m < M; ++m)
+			for (int64_t n = 0; n < N; ++n) {
+				double want = 0;
+				for (int64_t k = 0; k < 2 * K; ++k)
+					want += args[1].get(k * M + m) * args[2].get(k * N + n);
+				worst = std::max(worst, std::fabs(args[0].get(m * N + n) - want));
+			}
+		// 256 products of magnitude < 1 summed in f32: a few ulps of ~10.
+		cr_assert(worst < 1e-4, "%s: max error %g", dt == f32 ? "f32" : "bf16", worst);
+	}
+}

@@ -2,7 +2,8 @@
 
 Two hosts are simulated as two network namespaces joined by a veth pair, each with
 its own neurond and 2 ranks (4 in all, spawned with torch.multiprocessing; each
-rank enters its namespace, dist_two_hosts_workers.py). They rendezvous through a
+rank enters its namespace, dist_two_hosts_workers.py; and once more started by one
+torchrun per namespace, dist_two_hosts_torchrun.py). They rendezvous through a
 TCPStore on host A's veth address, and gloo (the reference, and the backend's
 stage between hosts) uses the veth. The collectives are checked against gloo on
 CPU copies in the same group, and DDP training (an MLP) and FSDP2 training (the
@@ -11,9 +12,11 @@ tiny LM) on the 4 ranks against one process on the global batch.
 Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) for the namespaces; skips with
 the reason otherwise.
 """
+import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -27,6 +30,7 @@ from dist_workers import spawn
 WORLD = 4
 ADDRS = ("10.231.0.1", "10.231.0.2")
 STORE_PORT = 29517  # in host A's fresh namespace: nothing else listens there
+TORCHRUN_PORT = 29518
 STEPS, BATCH = 6, 16
 FSDP_STEPS, FSDP_BATCH = 4, 8
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not built")
@@ -65,7 +69,8 @@ def _remove(namespaces):
 
 
 @pytest.fixture(scope="module")
-def results():
+def hosts():
+    """The two hosts: per host its namespace, neurond socket, veth and address."""
     if shutil.which("ip") is None:
         pytest.skip("iproute2's ip is not installed (tools/setup/install-deps installs it)")
     ns, veth = _make_hosts(os.getpid() % 100000)
@@ -73,14 +78,18 @@ def results():
     try:
         for n in ns:
             daemons.append(start_daemon(hbm_mib=1024, prefix=("ip", "netns", "exec", n)))
-        hosts = [{"netns": ns[i], "socket": daemons[i][1], "ifname": veth[i], "store_addr": ADDRS[0],
-                  "store_port": STORE_PORT} for i in (0, 1)]
-        res = spawn(dist_two_hosts_workers.two_hosts, hosts, STEPS, BATCH, FSDP_STEPS, FSDP_BATCH, world=WORLD,
-                    timeout=480)
+        yield [{"netns": ns[i], "socket": daemons[i][1], "ifname": veth[i], "addr": ADDRS[i],
+                "store_addr": ADDRS[0], "store_port": STORE_PORT} for i in (0, 1)]
     finally:
         for p, _, d in daemons:
             stop_daemon(p, d)
         _remove(ns)
+
+
+@pytest.fixture(scope="module")
+def results(hosts):
+    res = spawn(dist_two_hosts_workers.two_hosts, hosts, STEPS, BATCH, FSDP_STEPS, FSDP_BATCH, world=WORLD,
+                timeout=480)
     for r in range(WORLD):
         assert r in res, f"rank {r} gave no result (hung or crashed)"
         assert "error" not in res[r], f"rank {r} failed outside a case:\n{res[r]['error']}"
@@ -133,3 +142,45 @@ def test_fsdp2_matches_single_process(results):
     for r in range(WORLD):
         for p, q in zip(results[r]["fsdp_params"], ref_params):
             torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-3, atol=1e-4)
+
+
+def test_torchrun_on_two_hosts(hosts):
+    """The README's two-host launch: one torchrun per host (in its namespace, with its
+    neurond and gloo's interface), the c10d rendezvous on host A's address.
+    --local-addr and is_host=1 because the namespaces' host name resolves to
+    neither veth address."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_two_hosts_torchrun.py")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    procs = []
+    for i, h in enumerate(hosts):
+        env = {**os.environ, "NEURON_SOCKET": h["socket"], "GLOO_SOCKET_IFNAME": h["ifname"]}
+        cmd = ["ip", "netns", "exec", h["netns"], torchrun, "--nnodes", "2", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{ADDRS[0]}:{TORCHRUN_PORT}", "--local-addr", h["addr"],
+               *(["--rdzv-conf", "is_host=1"] if i == 0 else []), script]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=240)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, f"torchrun exited with {p.returncode}:\n{out[-4000:]}"
+    got = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                r = json.loads(line[len("RESULT "):])
+                got[r["rank"]] = r
+    assert sorted(got) == list(range(WORLD)), f"ranks that reported: {sorted(got)}\n{outs}"
+    expect_sum = [float(v * sum(range(1, WORLD + 1))) for v in range(6)]
+    for r, g in got.items():
+        assert g["world"] == WORLD and g["backend"] == "ProcessGroupHierarchical", g
+        assert g["sum"] == expect_sum, g
+        assert g["broadcast"] == [float((WORLD - 1) * 10)] * 3, g
+    # Which host gets ranks 0-1 is the rendezvous' choice; each host has 2 of them.
+    per_host = sorted(sum(g["socket"] == h["socket"] for g in got.values()) for h in hosts)
+    assert per_host == [2, 2], got

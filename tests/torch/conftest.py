@@ -19,14 +19,15 @@ DAEMON = os.environ.get("NEURON_DAEMON", os.path.join(REPO, "build", "daemon", "
 HBM_MIB = 8192
 
 
-def start_daemon(hbm_mib=HBM_MIB, cores=2, extra=()):
+def start_daemon(hbm_mib=HBM_MIB, cores=2, extra=(), prefix=()):
+    """prefix: a command neurond runs under (e.g. ip netns exec NAME)."""
     if not os.access(DAEMON, os.X_OK):
         pytest.exit(f"neurond not found at {DAEMON}: build the stack (meson setup build && ninja -C build) "
                     "or set NEURON_DAEMON", returncode=2)
     d = tempfile.mkdtemp(prefix="neurond-pytest-")
     sock = os.path.join(d, "neurond.sock")
     log = open(os.path.join(d, "neurond.log"), "w")
-    p = subprocess.Popen([DAEMON, "--socket", sock, "--cores", str(cores), "--hbm-mib", str(hbm_mib), *extra],
+    p = subprocess.Popen([*prefix, DAEMON, "--socket", sock, "--cores", str(cores), "--hbm-mib", str(hbm_mib), *extra],
                          stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock):

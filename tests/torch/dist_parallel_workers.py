@@ -19,12 +19,17 @@ def fsdp2_train(rank, world, store_path, steps, global_batch):
     """fully_shard on every transformer block and the root; SGD with momentum.
     Returns the rank's loss per step (on its share of the batch) and the full
     parameters at the end (gathered with full_tensor())."""
+    torch.neuron.set_device(0)
+    _init(rank, world, store_path, backend="neuron")
+    return fsdp2_steps(rank, world, steps, global_batch)
+
+
+def fsdp2_steps(rank, world, steps, global_batch):
+    """fsdp2_train's training, in a process group already formed (over the world)."""
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    torch.neuron.set_device(0)
-    _init(rank, world, store_path, backend="neuron")
     mesh = init_device_mesh("neuron", (world,))
     model = make_lm().to("neuron")
     for block in model.blocks.layers:

@@ -262,14 +262,20 @@ def barrier_waits(rank, world, store_path):
 
 
 def two_daemons(rank, world, store_path, other_socket):
-    """Rank 1 uses another neurond (as a rank on another host would): both ranks'
-    init_process_group("neuron") must fail at once, naming where each rank is."""
+    """Rank 1 uses another neurond (as a rank on another host would): the group
+    forms hierarchically (one rank per neurond, gloo between them over loopback);
+    all_reduce sums across both; all_to_all_single is refused by name."""
     if rank == 1:
         os.environ["NEURON_SOCKET"] = other_socket
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.neuron.set_device(0)
-    start = time.monotonic()
+    _init(rank, world, store_path, backend="neuron", timeout_s=60)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("neuron"))
+    t = torch.full((5,), float(rank + 1), device="neuron")
+    dist.all_reduce(t)
     try:
-        _init(rank, world, store_path, backend="neuron", timeout_s=60)
+        dist.all_to_all_single(torch.empty(world, device="neuron"), torch.ones(world, device="neuron"))
+        message = None
     except Exception as e:  # noqa: BLE001 - the error is the result
-        return {"message": str(e), "seconds": time.monotonic() - start}
-    return {"message": None}
+        message = str(e)
+    return {"backend": type(backend).__name__, "sum": t.cpu().tolist(), "message": message}

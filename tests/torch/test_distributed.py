@@ -92,9 +92,10 @@ def test_ddp_matches_single_process():
             torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-4, atol=1e-5)
 
 
-def test_ranks_of_two_daemons_are_refused():
-    """Ranks that do not share a neurond (two hosts are not supported yet) get a clear
-    error from init_process_group at once, not the 60 s timeout of a join that waits."""
+def test_ranks_of_two_daemons_form_a_hierarchical_group():
+    """Ranks that do not share a neurond (as on two hosts; test_dist_two_hosts.py
+    has the real thing) form the hierarchical group: all_reduce is right, and an op
+    not supported across hosts is refused at once, by name."""
     p, sock, d = start_daemon(hbm_mib=512)
     try:
         res = spawn(dist_workers.two_daemons, sock, timeout=120)
@@ -102,7 +103,7 @@ def test_ranks_of_two_daemons_are_refused():
         stop_daemon(p, d)
     for r in range(WORLD):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result")
+        assert res[r]["backend"] == "ProcessGroupHierarchical", res[r]
+        assert res[r]["sum"] == [3.0] * 5, res[r]
         msg = res[r]["message"]
-        assert msg is not None, f"rank {r}: the group formed across two neurond"
-        assert "do not share one neurond" in msg and "rank(s) 0 use neurond at" in msg and sock in msg, msg
-        assert res[r]["seconds"] < 45, res[r]
+        assert msg is not None and "all_to_all_single is not supported across hosts yet" in msg, msg

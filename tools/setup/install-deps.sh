@@ -3,7 +3,7 @@
 # PyPI's registries (PyPI's into the stack's virtual environment, see python-env.sh).
 # Idempotent: packages already present are not touched again.
 #   install-deps.sh          build + demo dependencies
-#   install-deps.sh --test   also the test-only ones (clang/libFuzzer, tmux)
+#   install-deps.sh --test   also the test-only ones (clang/libFuzzer, tmux, iproute2)
 set -euo pipefail
 
 want_test=0
@@ -35,6 +35,8 @@ if [[ $want_test == 1 ]]; then
 	# The install test (tests/install): the host image and booting it. Installed here,
 	# before its image is built in the background, so no two apt runs overlap.
 	apt_packages+=(mmdebstrap e2fsprogs qemu-system-x86 qemu-utils apt-utils)
+	# ip netns / veth: tests/torch/test_dist_two_hosts.py's two simulated hosts
+	apt_packages+=(iproute2)
 fi
 
 missing=()

@@ -3,9 +3,17 @@
 Registered by torch_neuron's autoload, so ``dist.init_process_group("neuron")``,
 ``init_process_group("cpu:gloo,neuron:neuron")`` and
 ``init_process_group(device_id=torch.device("neuron", i))`` work without an import.
-All ranks must be tenants of one neurond (one host): neurond forms a collective
-group of their tenants (the rendezvous through the c10d store hands the ranks a
-secret it checks) and moves and reduces their device buffers in device memory.
+
+On one host (all ranks tenants of one neurond) neurond forms a collective group of
+their tenants (the rendezvous through the c10d store hands the ranks a secret it
+checks) and moves and reduces their device buffers in device memory.
+
+Across hosts (the ranks' neurond differ: a host is a neurond, named by host name
+and socket path) the group is hierarchical (csrc/dist/hierarchical.h): a neuron
+group per host as above, and a gloo group (TCP, from the same store) of each
+host's first rank, which exchanges host staging copies. Its calls synchronise on
+the host (see hierarchical.h); gloo picks its network interface as usual
+(GLOO_SOCKET_IFNAME).
 """
 import torch
 import torch.distributed as dist
@@ -13,10 +21,32 @@ import torch.distributed as dist
 BACKEND = "neuron"
 
 
-def _create(dist_opts, backend_opts):
-    from . import _C  # the same _C.so as torch.ops loaded, imported as a module for its class
+def _hosts(store, rank, size):
+    """The group ranks of each neurond, in the order of their first rank."""
+    from . import _C
 
-    return _C.ProcessGroupNeuron(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout)
+    store.set(f"neuron/where/{rank}", _C.daemon_location())
+    where = [store.get(f"neuron/where/{r}").decode() for r in range(size)]
+    hosts = {}
+    for r, w in enumerate(where):
+        hosts.setdefault(w, []).append(r)
+    return list(hosts.values())
+
+
+def _create(dist_opts, backend_opts):
+    from . import _C  # the same _C.so as torch.ops loaded, imported as a module for its classes
+
+    store, rank, size, timeout = dist_opts.store, dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout
+    hosts = _hosts(store, rank, size)
+    if len(hosts) == 1:
+        return _C.ProcessGroupNeuron(store, rank, size, timeout)
+    mine = next(i for i, h in enumerate(hosts) if rank in h)
+    intra = _C.ProcessGroupNeuron(dist.PrefixStore(f"neuron/host/{mine}/", store), hosts[mine].index(rank),
+                                  len(hosts[mine]), timeout)
+    leaders = None
+    if hosts[mine][0] == rank:
+        leaders = dist.ProcessGroupGloo(dist.PrefixStore("neuron/leaders/", store), mine, len(hosts), timeout)
+    return _C.ProcessGroupHierarchical(rank, size, hosts, intra, leaders)
 
 
 def register():

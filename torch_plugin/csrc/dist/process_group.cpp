@@ -203,15 +203,20 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 		neuron_disconnect(channel_); // neurond: this rank left the group
 }
 
+std::string daemon_location()
+{
+	char host[256] = {};
+	gethostname(host, sizeof host - 1);
+	return std::string(host) + ":" + neuron_default_socket_path();
+}
+
 void ProcessGroupNeuron::check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store)
 {
 	// A collective group lives in one neurond: ranks of another neurond (another
 	// host, or another socket here) would wait in their own daemon until the
-	// timeout. Compare where every rank's neurond is (host name and socket path)
-	// and refuse at once, naming them, instead.
-	char host[256] = {};
-	gethostname(host, sizeof host - 1);
-	const std::string mine = std::string(host) + ":" + neuron_default_socket_path();
+	// timeout. torch_neuron/_distributed.py gives such groups the hierarchical
+	// backend (hierarchical.h); a group made here all the same is refused at once.
+	const std::string mine = daemon_location();
 	store->set("neuron/daemon/" + std::to_string(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
 	std::map<std::string, std::vector<int>> ranks_of;
 	for (int r = 0; r < size_; ++r) {
@@ -230,8 +235,8 @@ void ProcessGroupNeuron::check_one_daemon(const c10::intrusive_ptr<c10d::Store> 
 	}
 	C10_THROW_ERROR(DistBackendError,
 			"neuron backend: the ranks do not share one neurond (" + where +
-				"): collectives across neurond instances (more than one host) are not supported yet; "
-				"give every rank the same NEURON_SOCKET, or use gloo on CPU tensors between hosts");
+				"): a ProcessGroupNeuron spans one neurond; create the group through "
+				"torch.distributed (backend \"neuron\"), which runs it across hosts hierarchically");
 }
 
 void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store)

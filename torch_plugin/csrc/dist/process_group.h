@@ -1,7 +1,8 @@
 // c10d backend "neuron": torch.distributed collectives on neuron tensors, done by
 // neurond in device memory (a collective group of the ranks' tenants; see
 // contracts/neuron.proto, CollectiveJoin). The ranks must share one neurond (one
-// host).
+// host); a group across hosts is a ProcessGroupHierarchical (hierarchical.h) made
+// of one of these per host and gloo between them.
 //
 // Each collective is queued, in call order, to this backend's worker thread with
 // the point its inputs were produced at on the caller's stream; the call returns
@@ -179,6 +180,10 @@ private:
 	bool stopping_ = false;
 	std::thread thread_;
 };
+
+// Where this process's neurond is: "<host name>:<socket path>" (a host, for the
+// hierarchical backend).
+std::string daemon_location();
 
 c10::intrusive_ptr<ProcessGroupNeuron> create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
 							    int size, std::chrono::milliseconds timeout);

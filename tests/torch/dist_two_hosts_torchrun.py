@@ -1,0 +1,28 @@
+"""A rank started by torchrun in test_dist_two_hosts.py (the README's two-host launch
+line): all_reduce and broadcast on the neuron group, against values every rank
+computes alone; prints one RESULT line of JSON."""
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    torch.neuron.set_device(0)
+    dist.init_process_group("neuron")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("neuron"))
+    t = torch.arange(6, dtype=torch.float32, device="neuron") * (rank + 1)
+    dist.all_reduce(t)
+    summed = t.cpu().tolist()
+    b = torch.full((3,), float(rank * 10), device="neuron")
+    dist.broadcast(b, src=world - 1)
+    out = {"rank": rank, "world": world, "socket": os.environ.get("NEURON_SOCKET"), "backend": type(backend).__name__,
+           "sum": summed, "broadcast": b.cpu().tolist()}
+    print("RESULT " + json.dumps(out), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""torch.distributed backend "neuron" across two hosts (issue 16 items 3 and 4).
+
+Two hosts are simulated as two network namespaces joined by a veth pair, each with
+its own neurond and 2 ranks (4 in all, spawned with torch.multiprocessing; each
+rank enters its namespace, dist_two_hosts_workers.py; and once more started by one
+torchrun per namespace, dist_two_hosts_torchrun.py). They rendezvous through a
+TCPStore on host A's veth address, and gloo (the reference, and the backend's
+stage between hosts) uses the veth. The collectives are checked against gloo on
+CPU copies in the same group, and DDP training (an MLP) and FSDP2 training (the
+tiny LM) on the 4 ranks against one process on the global batch.
+
+Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) for the namespaces; skips with
+the reason otherwise.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import start_daemon, stop_daemon
+import dist_two_hosts_workers
+from dist_parallel_reference import lm_train_single
+from dist_reference import train_single
+from dist_workers import spawn
+
+WORLD = 4
+ADDRS = ("10.231.0.1", "10.231.0.2")
+STORE_PORT = 29517  # in host A's fresh namespace: nothing else listens there
+TORCHRUN_PORT = 29518
+STEPS, BATCH = 6, 16
+FSDP_STEPS, FSDP_BATCH = 4, 8
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not built")
+
+
+def _ip(*args):
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+def _make_hosts(tag):
+    """Two namespaces joined by a veth pair, addressed and up; their names."""
+    ns, veth = [f"ntwo{tag}a", f"ntwo{tag}b"], [f"vtwo{tag}a", f"vtwo{tag}b"]
+    made = []
+    try:
+        _ip("netns", "add", ns[0])
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"cannot create a network namespace (needs root or CAP_NET_ADMIN): {e.stderr.strip()}")
+    made.append(ns[0])
+    try:
+        _ip("netns", "add", ns[1])
+        made.append(ns[1])
+        _ip("link", "add", veth[0], "netns", ns[0], "type", "veth", "peer", "name", veth[1], "netns", ns[1])
+        for i in (0, 1):
+            _ip("-n", ns[i], "addr", "add", f"{ADDRS[i]}/24", "dev", veth[i])
+            _ip("-n", ns[i], "link", "set", veth[i], "up")
+            _ip("-n", ns[i], "link", "set", "lo", "up")
+    except BaseException:
+        _remove(made)
+        raise
+    return ns, veth
+
+
+def _remove(namespaces):
+    for n in namespaces:  # the veth pair goes with them
+        subprocess.run(["ip", "netns", "del", n], capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    """The two hosts: per host its namespace, neurond socket, veth and address."""
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2's ip is not installed (tools/setup/install-deps installs it)")
+    ns, veth = _make_hosts(os.getpid() % 100000)
+    daemons = []
+    try:
+        for n in ns:
+            daemons.append(start_daemon(hbm_mib=1024, prefix=("ip", "netns", "exec", n)))
+        yield [{"netns": ns[i], "socket": daemons[i][1], "ifname": veth[i], "addr": ADDRS[i],
+                "store_addr": ADDRS[0], "store_port": STORE_PORT} for i in (0, 1)]
+    finally:
+        for p, _, d in daemons:
+            stop_daemon(p, d)
+        _remove(ns)
+
+
+@pytest.fixture(scope="module")
+def results(hosts):
+    res = spawn(dist_two_hosts_workers.two_hosts, hosts, STEPS, BATCH, FSDP_STEPS, FSDP_BATCH, world=WORLD,
+                timeout=480)
+    for r in range(WORLD):
+        assert r in res, f"rank {r} gave no result (hung or crashed)"
+        assert "error" not in res[r], f"rank {r} failed outside a case:\n{res[r]['error']}"
+    return res
+
+
+def test_the_group_is_hierarchical(results):
+    for r in range(WORLD):
+        assert results[r]["backend"] == "ProcessGroupHierarchical", results[r]["backend"]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in dist_two_hosts_workers.CASES] + ["broadcast from every root"])
+def test_collective_matches_gloo(results, case):
+    for r in range(WORLD):
+        failure = results[r]["failures"].get(case)
+        assert failure is None, f"rank {r}, {case}:\n{failure}"
+
+
+def test_unsupported_op_is_refused_by_name(results):
+    for r in range(WORLD):
+        u = results[r]["unsupported"]
+        assert u["message"] is not None, f"rank {r}: all_to_all_single across hosts did not raise"
+        assert u["type"] == "DistBackendError", u
+        assert "all_to_all_single is not supported across hosts yet" in u["message"], u["message"]
+        assert u["all_reduce_after"] == [float(WORLD)] * 3, f"rank {r}: the group after the refusal: {u}"
+
+
+def test_barrier_waits_for_the_other_host(results):
+    assert results[0]["barrier_s"] > 1.0, f"rank 0 left the barrier after {results[0]['barrier_s']:.2f} s"
+
+
+def test_ddp_matches_single_process(results):
+    ref_losses, ref_params = train_single(STEPS, BATCH)
+    # DDP averages gradients: the mean of the ranks' losses is the global batch's loss.
+    losses = [sum(results[r]["losses"][i] for r in range(WORLD)) / WORLD for i in range(STEPS)]
+    for i, (a, b) in enumerate(zip(losses, ref_losses)):
+        assert abs(a - b) < 1e-4, f"step {i}: DDP loss {a} vs single-process {b}"
+    for r in range(WORLD):
+        for p, q in zip(results[r]["params"], ref_params):
+            torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-4, atol=1e-5)
+
+
+def test_fsdp2_matches_single_process(results):
+    """fully_shard of the tiny LM over a 1-d mesh of the 4 ranks (all_gather_into_tensor
+    and reduce_scatter_tensor across hosts); tolerances as test_dist_parallel.py's."""
+    ref_losses, ref_params = lm_train_single(FSDP_STEPS, FSDP_BATCH)
+    for i in range(FSDP_STEPS):
+        got = sum(results[r]["fsdp_losses"][i] for r in range(WORLD)) / WORLD
+        assert abs(got - ref_losses[i]) < 1e-3, f"step {i}: FSDP2 loss {got} vs single-process {ref_losses[i]}"
+    for r in range(WORLD):
+        for p, q in zip(results[r]["fsdp_params"], ref_params):
+            torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-3, atol=1e-4)
+
+
+def test_torchrun_on_two_hosts(hosts):
+    """The README's two-host launch: one torchrun per host (in its namespace, with its
+    neurond and gloo's interface), the c10d rendezvous on host A's address.
+    --local-addr and is_host=1 because the namespaces' host name resolves to
+    neither veth address."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_two_hosts_torchrun.py")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    procs = []
+    for i, h in enumerate(hosts):
+        env = {**os.environ, "NEURON_SOCKET": h["socket"], "GLOO_SOCKET_IFNAME": h["ifname"]}
+        cmd = ["ip", "netns", "exec", h["netns"], torchrun, "--nnodes", "2", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{ADDRS[0]}:{TORCHRUN_PORT}", "--local-addr", h["addr"],
+               *(["--rdzv-conf", "is_host=1"] if i == 0 else []), script]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=240)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, f"torchrun exited with {p.returncode}:\n{out[-4000:]}"
+    got = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                r = json.loads(line[len("RESULT "):])
+                got[r["rank"]] = r
+    assert sorted(got) == list(range(WORLD)), f"ranks that reported: {sorted(got)}\n{outs}"
+    expect_sum = [float(v * sum(range(1, WORLD + 1))) for v in range(6)]
+    for r, g in got.items():
+        assert g["world"] == WORLD and g["backend"] == "ProcessGroupHierarchical", g
+        assert g["sum"] == expect_sum, g
+        assert g["broadcast"] == [float((WORLD - 1) * 10)] * 3, g
+    # Which host gets ranks 0-1 is the rendezvous' choice; each host has 2 of them.
+    per_host = sorted(sum(g["socket"] == h["socket"] for g in got.values()) for h in hosts)
+    assert per_host == [2, 2], got

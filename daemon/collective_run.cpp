@@ -92,22 +92,34 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 	const CollectiveReduce red = reduce_of(s.reduce());
 	const uint32_t root = s.root();
 	std::vector<const std::byte *> srcs(world);
-	// out = reduce over ranks of (in_i + offset), in chunks.
-	auto reduce_to = [&](std::byte *out, uint64_t in_offset) {
+	// out = reduce over ranks of (in_i + offset), in chunks; with copies_to_all,
+	// each reduced chunk is also copied to every other rank's output while it is
+	// still in cache (one pass over memory instead of two: the reduced bytes are
+	// not read back from DRAM).
+	auto reduce_to = [&](std::byte *out, uint64_t in_offset, bool copies_to_all = false) {
 		const uint64_t step = std::max<uint64_t>(1, kChunkBytes / es);
 		for (uint64_t i = 0; i < n; i += step) {
 			const uint64_t c = std::min(step, n - i);
 			for (uint32_t k = 0; k < world; ++k)
 				srcs[k] = r[k].in + in_offset + i * es;
 			kernels::collective_reduce(out + i * es, srcs.data(), static_cast<int>(world), c, dt, red);
+			for (uint32_t k = 1; copies_to_all && k < world; ++k)
+				std::memmove(r[k].out + i * es, out + i * es, c * es);
 		}
 	};
 	switch (s.op()) {
-	case api::COLLECTIVE_ALL_REDUCE:
-		reduce_to(r[0].out, 0);
+	case api::COLLECTIVE_ALL_REDUCE: {
+		// Copying chunk by chunk is safe when no rank's output overlaps an input
+		// except at the same offset (in place: that chunk has been read already);
+		// a rank's memory never overlaps another's.
+		bool chunkwise = true;
 		for (uint32_t k = 1; k < world; ++k)
+			chunkwise = chunkwise && (r[k].out == r[k].in || r[k].out + nb <= r[k].in || r[k].in + nb <= r[k].out);
+		reduce_to(r[0].out, 0, chunkwise);
+		for (uint32_t k = 1; !chunkwise && k < world; ++k)
 			std::memmove(r[k].out, r[0].out, nb);
 		return;
+	}
 	case api::COLLECTIVE_REDUCE:
 		return reduce_to(r[root].out, 0);
 	case api::COLLECTIVE_BROADCAST:

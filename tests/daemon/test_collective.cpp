@@ -117,6 +117,40 @@ DAEMON_TEST(collective, all_reduce_and_all_gather_move_device_memory)
 	b.close();
 }
 
+// An all_reduce of several 256 KiB chunks (neurond copies each reduced chunk to the
+// other ranks' outputs at once): rank 0 in place, rank 1 into an output that overlaps
+// its own input 16 elements further on (each chunk copied at once would overwrite
+// input rank 1 has not sent yet: neurond must copy after the whole reduction).
+DAEMON_TEST(collective, multi_chunk_all_reduce_in_place_and_overlapping)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-chunks");
+	const size_t n = 200'000, shift = 16;
+	const auto va = random_f32(n, 3), vb = random_f32(n, 4);
+	const uint64_t da = dev_alloc(a.t.client, n * 4), db = dev_alloc(b.t.client, (n + shift) * 4);
+	upload_f32(a.t.dma, da, va);
+	upload_f32(b.t.dma, db, vb);
+	neuron_status sb = NEURON_OK;
+	std::thread other([&] {
+		auto c = all_reduce(db, n);
+		c.output = db + shift * 4;
+		sb = neuron_group_run(b.channel, b.group, 0, &c);
+	});
+	auto c = all_reduce(da, n);
+	NEURON_OK_OR_FAIL(neuron_group_run(a.channel, a.group, 0, &c));
+	other.join();
+	cr_assert(sb == NEURON_OK, "rank 1: %s", describe(sb).c_str());
+	std::vector<double> ref(n);
+	for (size_t i = 0; i < n; ++i)
+		ref[i] = static_cast<double>(va[i] + vb[i]); // one f32 add, as the chip's
+	expect_close(download_f32(a.t.dma, da, n), ref, 0, 0, "rank 0, in place");
+	expect_close(download_f32(b.t.dma, db + shift * 4, n), ref, 0, 0, "rank 1, overlapping output");
+	a.close();
+	b.close();
+}
+
 DAEMON_TEST(collective, wrong_secret_is_refused)
 {
 	Rank a, b;

@@ -155,3 +155,27 @@ def _late_barrier(rank, world, pg):
     start = time.monotonic()
     dist.barrier(group=pg)
     return time.monotonic() - start
+
+
+def rank_dies(rank, world, _store_path, hosts):
+    """The last rank (on host B) exits after a first all_reduce; the others' next
+    all_reduce must fail within the group's timeout (5 s) plus teardown, not hang."""
+    host = hosts[rank % len(hosts)]
+    _join(rank, world, host, timeout_s=5)
+    t = torch.ones(1000, device="neuron")
+    dist.all_reduce(t)  # everyone is there once
+    torch.neuron.synchronize()
+    # Rank 3 leaves only when every rank's first all_reduce has returned (else a
+    # peer's gloo stage of that one sees the connection close).
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"first-done-{rank}", "1")
+    store.wait([f"first-done-{r}" for r in range(world)], timedelta(seconds=60))
+    if rank == world - 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        torch.neuron.synchronize()
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        return {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
+    return {"message": None}

@@ -184,3 +184,16 @@ def test_torchrun_on_two_hosts(hosts):
     # Which host gets ranks 0-1 is the rendezvous' choice; each host has 2 of them.
     per_host = sorted(sum(g["socket"] == h["socket"] for g in got.values()) for h in hosts)
     assert per_host == [2, 2], got
+
+
+def test_a_rank_that_dies_fails_the_others(hosts):
+    """Rank 3 (host B) exits after a first all_reduce: the next all_reduce of ranks
+    0-2 (both hosts) raises within the 5 s group timeout plus teardown instead of
+    waiting for ever; rank 1, rank 3's host neighbour, learns it from neurond."""
+    res = spawn(dist_two_hosts_workers.rank_dies, hosts, world=WORLD, timeout=180)
+    for r in range(WORLD - 1):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
+        assert res[r]["message"] is not None, f"rank {r}'s all_reduce succeeded without rank 3"
+        assert res[r]["seconds"] < 60, res[r]
+    # Rank 1 shares host B's neurond group with rank 3: neurond saw its process go.
+    assert "left" in res[1]["message"], res[1]["message"]

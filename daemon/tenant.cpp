@@ -306,6 +306,7 @@ void Tenant::release_all()
 			store_->remove("host." + std::to_string(id_) + "." + std::to_string(handle));
 	// Waits for any command still running on an engine, then frees everything
 	// (programs' buffers too: they are the tenant's memory).
+	forget_kept_programs();
 	if (ctx_) {
 		ctx_->programs().take_all();
 		retired_programs_.clear();

@@ -1,0 +1,220 @@
+// Restart with tenants alive, the parts kept since the first version (issue 12;
+// daemon/README.md): registered programs. neurond runs
+// under --supervise and is killed with SIGKILL; results are checked against the
+// CPU, and each program replay runs exactly once (replays accumulate into their
+// output, so a lost replay leaves it lower and one run twice higher).
+#include "daemon_test.h"
+#include "restart_test.h"
+
+#include <neuron/program.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+using namespace dt;
+
+namespace {
+
+neuron_tensor_desc arg(uint32_t index, std::initializer_list<int64_t> sizes)
+{
+	neuron_tensor_desc d = desc(0, NEURON_DTYPE_F32, sizes);
+	d.mem_space = NEURON_MEM_PROGRAM_ARG;
+	d.host_buffer = index;
+	return d;
+}
+
+neuron_tensor_desc buf(uint32_t index, std::initializer_list<int64_t> sizes)
+{
+	neuron_tensor_desc d = desc(0, NEURON_DTYPE_F32, sizes);
+	d.mem_space = NEURON_MEM_PROGRAM_BUFFER;
+	d.host_buffer = index;
+	return d;
+}
+
+// out += t; t = a @ b; out += t. Args a [M,K], b [K,N], out [M,N] (read and
+// written: each replay accumulates); buffer t [M,N], which keeps the product of
+// the replay before (zero at registration). After k replays out = (2k - 1) a @ b.
+// A replay run again from its start after its first node would add once more: the
+// long matmul between the two adds is where a kill lands most.
+struct AccumulateProgram {
+	int64_t M, K, N;
+	uint64_t arg_bytes[3];
+	uint64_t buffer_bytes[1];
+	uint32_t dep0[1] = {0}, dep1[1] = {1};
+	neuron_program_node nodes[3]{};
+	neuron_program_desc desc{};
+
+	AccumulateProgram(int64_t m, int64_t k, int64_t n)
+		: M(m), K(k), N(n), arg_bytes{uint64_t(m * k * 4), uint64_t(k * n * 4), uint64_t(m * n * 4)},
+		  buffer_bytes{uint64_t(m * n * 4)}
+	{
+		nodes[0].cmd = make_cmd(NEURON_OP_ADD, {arg(2, {M, N}), arg(2, {M, N}), buf(0, {M, N})});
+		nodes[0].cmd.fscalars.f[0] = 1.0; // alpha
+		nodes[0].label = "add out";
+		nodes[1].cmd = make_matmul(buf(0, {M, N}), arg(0, {M, K}), arg(1, {K, N}));
+		nodes[1].deps = dep0;
+		nodes[1].dep_count = 1;
+		nodes[1].label = "matmul t";
+		nodes[2].cmd = make_cmd(NEURON_OP_ADD, {arg(2, {M, N}), arg(2, {M, N}), buf(0, {M, N})});
+		nodes[2].cmd.fscalars.f[0] = 1.0;
+		nodes[2].deps = dep1;
+		nodes[2].dep_count = 1;
+		nodes[2].label = "add out again";
+		desc.device = 0;
+		desc.arg_count = 3;
+		desc.arg_bytes = arg_bytes;
+		desc.buffer_count = 1;
+		desc.buffer_bytes = buffer_bytes;
+		desc.node_count = 3;
+		desc.nodes = nodes;
+	}
+};
+
+// Small integers as floats: every product and sum below is exact in f32, so the
+// device's result must equal the CPU's exactly, however many replays accumulate.
+std::vector<float> small_ints(size_t n, uint32_t seed)
+{
+	std::vector<float> v = random_f32(n, seed, -2.4f, 2.4f);
+	for (float &x : v)
+		x = std::round(x);
+	return v;
+}
+
+// out after `replays` replays: (2 replays - 1) * (a @ b), computed on the CPU.
+std::vector<double> accumulated(const std::vector<float> &a, const std::vector<float> &b, int64_t M, int64_t K,
+				int64_t N, int replays)
+{
+	std::vector<double> ref(size_t(M * N));
+	for (int64_t i = 0; i < M; ++i)
+		for (int64_t j = 0; j < N; ++j) {
+			double s = 0;
+			for (int64_t x = 0; x < K; ++x)
+				s += double(a[size_t(i * K + x)]) * b[size_t(x * N + j)];
+			ref[size_t(i * N + j)] = s * (2 * replays - 1);
+		}
+	return ref;
+}
+
+struct Operands {
+	std::vector<float> a, b;
+	uint64_t bindings[3] = {};
+};
+
+Operands operands(Tenant &t, int64_t M, int64_t K, int64_t N, uint32_t seed)
+{
+	Operands o;
+	o.a = small_ints(size_t(M * K), seed);
+	o.b = small_ints(size_t(K * N), seed + 1);
+	o.bindings[0] = dev_alloc(t.client, o.a.size() * 4);
+	o.bindings[1] = dev_alloc(t.client, o.b.size() * 4);
+	o.bindings[2] = dev_alloc(t.client, uint64_t(M * N * 4));
+	upload_f32(t.dma, o.bindings[0], o.a);
+	upload_f32(t.dma, o.bindings[1], o.b);
+	run(t.core, make_fill_f32(desc(o.bindings[2], NEURON_DTYPE_F32, {M * N}), 0.0));
+	return o;
+}
+
+uint64_t replay(Tenant &t, uint64_t program, const Operands &o)
+{
+	uint64_t seq = 0;
+	const neuron_status s = neuron_submit_program(t.core, program, o.bindings, 3, nullptr, &seq);
+	cr_assert_eq(s, NEURON_OK, "EXEC_PROGRAM of program %lu: %s", (unsigned long)program, describe(s).c_str());
+	return seq;
+}
+
+} // namespace
+
+TestSuite(restart_kept, .init = supervised_up, .fini = daemon_down, .timeout = 240);
+
+// A program registered before two kill -9s is replayed after each: the new
+// neurond has it under the same id, with its buffer, and its result matches the
+// CPU. Ids continue (a program registered after a restart gets a new one), and
+// the kept program can be deregistered.
+DAEMON_TEST(restart_kept, programs_survive_kill9)
+{
+	constexpr int64_t M = 24, K = 16, N = 20;
+	Tenant t;
+	t.open("restart-programs", 0, 0);
+	AccumulateProgram p(M, K, N);
+	uint64_t id = 0;
+	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &p.desc, &id));
+	const Operands o = operands(t, M, K, N, 30);
+	replay(t, id, o);
+	sync(t.core);
+	expect_close(download_f32(t.dma, o.bindings[2], size_t(M * N)), accumulated(o.a, o.b, M, K, N, 1), 0, 0,
+		     "out after one replay before the kill");
+	uint64_t later = 0;
+	for (int round = 0; round < 2; ++round) {
+		kill_neurond();
+		// The ring needs no connection: this replay runs on the new neurond's
+		// engines as soon as it adopted the queue (and the program).
+		replay(t, id, o);
+		sync(t.core);
+		cr_assert_eq(fault_of(t.core).code, 0u, "the replay after restart %d faulted: %s", round + 1,
+			     fault_of(t.core).reason);
+		expect_close(download_f32(t.dma, o.bindings[2], size_t(M * N)), accumulated(o.a, o.b, M, K, N, round + 2),
+			     0, 0, "out after a replay on the restarted neurond");
+		if (round == 0) {
+			// A second program after the first restart: a new id, and it runs too.
+			AccumulateProgram q(M, K, N);
+			NEURON_OK_OR_FAIL(neuron_program_register(t.client, &q.desc, &later));
+			cr_assert_neq(later, id, "a program registered after the restart got the kept program's id");
+		}
+	}
+	// The second program, registered between the kills, is kept as well.
+	const Operands o2 = operands(t, M, K, N, 40);
+	replay(t, later, o2);
+	replay(t, later, o2);
+	sync(t.core);
+	expect_close(download_f32(t.dma, o2.bindings[2], size_t(M * N)), accumulated(o2.a, o2.b, M, K, N, 2), 0, 0,
+		     "two replays of the program registered between the restarts");
+	NEURON_OK_OR_FAIL(neuron_program_release(t.client, id));
+	NEURON_OK_OR_FAIL(neuron_program_release(t.client, later));
+	t.close();
+	cr_assert_eq(count_in_log("supervise.restart"), 2u, "%s", g_daemon->log_tail().c_str());
+}
+
+// Replays in flight when neurond dies: 160 replays of a program that accumulates
+// into its output (in place: a replay run twice, or partly twice, changes it),
+// queued from a thread while neurond is killed four times. Each runs exactly once:
+// out ends at exactly (2 * 160 - 1) * (a @ b).
+DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
+{
+	constexpr int64_t M = 512, K = 256, N = 512;
+	constexpr int kReplays = 160;
+	Tenant t;
+	t.open("restart-replays", 0, 0);
+	AccumulateProgram p(M, K, N);
+	uint64_t id = 0;
+	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &p.desc, &id));
+	const Operands o = operands(t, M, K, N, 50);
+	std::atomic<int> error{NEURON_OK};
+	std::thread submitter([&] {
+		for (int i = 0; i < kReplays; ++i) {
+			uint64_t seq = 0;
+			const neuron_status s = neuron_submit_program(t.core, id, o.bindings, 3, nullptr, &seq);
+			if (s != NEURON_OK) {
+				error.store(s);
+				return;
+			}
+		}
+	});
+	for (int kill = 0; kill < 4; ++kill) {
+		sleep_ms(120 + 60 * kill);
+		kill_neurond();
+	}
+	submitter.join();
+	cr_assert_eq(error.load(), NEURON_OK, "submitting failed: %s", neuron_last_error());
+	NEURON_OK_OR_FAIL(neuron_queue_sync(t.core, kWaitNs));
+	cr_assert_eq(fault_of(t.core).code, 0u, "a replay faulted: %s", fault_of(t.core).reason);
+	expect_close(download_f32(t.dma, o.bindings[2], size_t(M * N)), accumulated(o.a, o.b, M, K, N, kReplays), 0, 0,
+		     "out after as many accumulating replays as were submitted (each exactly once)");
+	// The kills must have landed inside replays, or this proves nothing.
+	const size_t restored = count_in_log("outcome=restored_then_rerun");
+	cr_log_info("restarts: %zu; interrupted replays restored then run again: %zu", count_in_log("supervise.restart"),
+		    restored);
+	cr_assert(restored >= 1, "no kill landed inside a replay (make them longer)\n%s", g_daemon->log_tail().c_str());
+	t.close();
+}
+

@@ -1,11 +1,12 @@
 // Restart with tenants alive, the parts kept since the first version (issue 12;
-// daemon/README.md): registered programs. neurond runs
+// daemon/README.md): registered programs and event subscriptions. neurond runs
 // under --supervise and is killed with SIGKILL; results are checked against the
 // CPU, and each program replay runs exactly once (replays accumulate into their
 // output, so a lost replay leaves it lower and one run twice higher).
 #include "daemon_test.h"
 #include "restart_test.h"
 
+#include <ctl_client.h>
 #include <neuron/program.h>
 
 #include <atomic>
@@ -218,3 +219,58 @@ DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
 	t.close();
 }
 
+// An event subscriber (the admin tools' client: neuronctl events -f,
+// neuron-monitor) keeps its stream across a kill -9 of neurond without doing
+// anything: the next frame after the restart is an events.lost marker saying so,
+// then the new neurond's events (a tenant that connects after the restart).
+DAEMON_TEST(restart_kept, event_subscription_survives_kill9)
+{
+	neuron::tools::CtlClient sub;
+	std::string error;
+	cr_assert(sub.connect(g_daemon->socket_path(), "restart-events", &error), "%s", error.c_str());
+	neuron::api::Request req;
+	req.mutable_subscribe_events()->set_replay(false);
+	neuron::api::Response resp;
+	cr_assert(sub.call(req, &resp, &error) && resp.has_ok(), "SubscribeEvents: %s", error.c_str());
+	// The next event of `type` naming `name` (others are skipped); the marker is
+	// recorded if one comes first.
+	auto wait_for = [&](const std::string &type, const std::string &name, bool *marker_first) {
+		const uint64_t deadline = now_ns() + 20'000'000'000ull;
+		while (now_ns() < deadline) {
+			neuron::api::Response ev;
+			if (!sub.receive(&ev, 500, &error)) {
+				cr_assert(error.empty(), "the subscription ended: %s", error.c_str());
+				continue;
+			}
+			if (!ev.has_event())
+				continue;
+			if (ev.event().type() == "events.lost" && marker_first) {
+				cr_assert(ev.event().message().find("restarted") != std::string::npos, "marker: %s",
+					  ev.event().message().c_str());
+				*marker_first = true;
+			}
+			if (ev.event().type() == type && ev.event().client_name() == name)
+				return;
+		}
+		cr_assert_fail("no %s event for %s within 20 s", type.c_str(), name.c_str());
+	};
+	Tenant before;
+	before.open("before-restart", 0, 0);
+	wait_for("tenant.connect", "before-restart", nullptr);
+	kill_neurond();
+	Tenant after;
+	after.open("after-restart", 0, 0);
+	bool marker = false;
+	wait_for("tenant.connect", "after-restart", &marker);
+	cr_assert(marker, "the new neurond's events came without an events.lost marker before them");
+	// And on: a second restart, the same.
+	kill_neurond();
+	Tenant third;
+	third.open("after-second-restart", 0, 0);
+	marker = false;
+	wait_for("tenant.connect", "after-second-restart", &marker);
+	cr_assert(marker, "no events.lost marker after the second restart");
+	third.close();
+	after.close();
+	before.close();
+}

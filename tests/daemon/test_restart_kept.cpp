@@ -274,3 +274,78 @@ DAEMON_TEST(restart_kept, event_subscription_survives_kill9)
 	after.close();
 	before.close();
 }
+
+namespace {
+
+neuron::api::Response admin(neuron::api::Request &req)
+{
+	neuron::tools::CtlClient c;
+	std::string error;
+	cr_assert(c.connect(g_daemon->socket_path(), "restart-admin", &error), "%s", error.c_str());
+	neuron::api::Response resp;
+	cr_assert(c.call(req, &resp, &error), "%s", error.c_str());
+	return resp;
+}
+
+neuron::api::CapacityReply capacity()
+{
+	neuron::api::Request req;
+	req.mutable_get_capacity();
+	neuron::api::Response r = admin(req);
+	cr_assert(r.has_capacity(), "GetCapacity: %s", r.has_error() ? r.error().message().c_str() : "no reply");
+	return r.capacity();
+}
+
+} // namespace
+
+// A loan between pools survives kill -9s: after each restart GetCapacity lists it
+// active under its id, its core held by the borrower, and the lender can take it
+// back as any loan (before the change the core went home with the restart).
+DAEMON_TEST(restart_kept, loans_survive_kill9)
+{
+	using neuron::api::POOL_INFERENCE;
+	using neuron::api::POOL_TRAINING;
+	Tenant borrower; // a training tenant with a core queue: the loan is not orphaned
+	borrower.open("restart-borrower", 0, 0);
+	neuron::api::Request lend;
+	lend.mutable_lend()->set_from(POOL_INFERENCE);
+	lend.mutable_lend()->set_count(1);
+	lend.mutable_lend()->set_device(0);
+	const neuron::api::Response lent = admin(lend);
+	cr_assert(lent.has_loans() && lent.loans().loans_size() == 1, "Lend: %s",
+		  lent.has_error() ? lent.error().message().c_str() : "no loan");
+	const neuron::api::LoanInfo loan = lent.loans().loans(0);
+	auto check = [&](const char *when) {
+		const neuron::api::CapacityReply cap = capacity();
+		bool active = false;
+		for (const auto &l : cap.loans())
+			if (l.loan_id() == loan.loan_id() && l.state() == "active" && l.device() == loan.device() &&
+			    l.core() == loan.core() && l.lender() == POOL_INFERENCE && l.borrower() == POOL_TRAINING)
+				active = true;
+		cr_assert(active, "loan %lu is not listed active %s", (unsigned long)loan.loan_id(), when);
+		for (const auto &c : cap.cores())
+			if (c.device() == loan.device() && c.core() == loan.core())
+				cr_assert(c.holder() == POOL_TRAINING && c.lease_state() == "lent",
+					  "core %u %s: holder %d, lease %s", c.core(), when, int(c.holder()),
+					  c.lease_state().c_str());
+	};
+	check("before the kill");
+	for (int round = 0; round < 2; ++round) {
+		kill_neurond();
+		run(borrower.core, make_fill_f32(desc(dev_alloc(borrower.client, 4096), NEURON_DTYPE_F32, {1024}), 1.0));
+		check("after the restart");
+	}
+	cr_assert_eq(count_in_log("state.adopt_loan"), 2u, "%s", g_daemon->log_tail().c_str());
+	// The lender takes it back, as any loan.
+	neuron::api::Request reclaim;
+	reclaim.mutable_reclaim()->set_pool(POOL_INFERENCE);
+	const neuron::api::Response back = admin(reclaim);
+	cr_assert(back.has_loans() && back.loans().loans_size() == 1 && back.loans().loans(0).loan_id() == loan.loan_id() &&
+			  back.loans().loans(0).state() == "returned",
+		  "Reclaim: %s", back.has_error() ? back.error().message().c_str() : back.DebugString().c_str());
+	const neuron::api::CapacityReply after = capacity();
+	for (const auto &c : after.cores())
+		if (c.device() == loan.device() && c.core() == loan.core())
+			cr_assert(c.holder() == POOL_INFERENCE, "the reclaimed core is not home");
+	borrower.close();
+}

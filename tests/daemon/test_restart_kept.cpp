@@ -7,10 +7,12 @@
 #include "restart_test.h"
 
 #include <ctl_client.h>
+#include <raw_client.h>
 #include <neuron/program.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 using namespace dt;
@@ -217,6 +219,87 @@ DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
 		    restored);
 	cr_assert(restored >= 1, "no kill landed inside a replay (make them longer)\n%s", g_daemon->log_tail().c_str());
 	t.close();
+}
+
+namespace {
+
+// Program {FILL arg 0 (256 f32) with 1.0}, as a RegisterProgram request.
+neuron::api::Request register_fill(uint64_t request_id)
+{
+	neuron::api::Request req;
+	req.set_request_id(request_id);
+	neuron::api::Program *p = req.mutable_register_program()->mutable_program();
+	p->set_device(0);
+	p->add_arg_bytes(1024);
+	neuron::api::ProgramNode *n = p->add_nodes();
+	n->set_opcode(NEURON_OP_FILL);
+	const double one = 1.0;
+	uint64_t bits = 0;
+	std::memcpy(&bits, &one, sizeof bits);
+	n->add_fscalars(bits);
+	neuron::api::ProgramOperand *o = n->add_operands();
+	o->set_space(NEURON_MEM_PROGRAM_ARG);
+	o->set_index(0);
+	o->set_dtype(NEURON_DTYPE_F32);
+	o->add_sizes(256);
+	o->add_strides(1);
+	return req;
+}
+
+} // namespace
+
+// A RegisterProgram whose reply the tenant never read when neurond died follows
+// the rule for every state-changing request: the re-attaching Hello carries the
+// journalled reply (its program id), and that program is kept exactly once (it
+// can be deregistered once; the next registration gets the next id).
+DAEMON_TEST(restart_kept, program_registered_with_a_lost_reply_is_kept_once)
+{
+	neuron::test::RawClient first;
+	cr_assert(first.connect(g_daemon->socket_path()), "connect");
+	neuron::api::Request hello;
+	hello.set_request_id(1);
+	hello.mutable_hello()->set_api_major(1);
+	hello.mutable_hello()->set_api_minor(6);
+	hello.mutable_hello()->set_client_name("lost-reply");
+	neuron::api::Response hr;
+	cr_assert(first.send(hello) && first.receive(&hr, 5000) && hr.has_hello(), "Hello");
+	const uint64_t tenant = hr.hello().tenant_id();
+	const std::string token = hr.hello().resume_token();
+	cr_assert(!token.empty(), "a supervised neurond gives a resume token");
+	neuron::api::Response lost;
+	cr_assert(first.send(register_fill(77)) && first.receive(&lost, 5000), "RegisterProgram");
+	cr_assert(lost.has_register_program(), "RegisterProgram: %s", lost.DebugString().c_str());
+	const uint64_t id = lost.register_program().program_id();
+	// The reply is "lost": the tenant acts as if it never came.
+	kill_neurond();
+	first.close();
+	neuron::test::RawClient again;
+	cr_assert(again.connect(g_daemon->socket_path()), "connect after the restart");
+	hello.set_request_id(2);
+	hello.mutable_hello()->set_resume_tenant_id(tenant);
+	hello.mutable_hello()->set_resume_token(token);
+	cr_assert(again.send(hello) && again.receive(&hr, 10000) && hr.has_hello() && hr.hello().resumed(),
+		  "resume: %s", hr.DebugString().c_str());
+	cr_assert_eq(hr.hello().last_request_id(), 77u, "the journalled request is not the RegisterProgram");
+	neuron::api::Response replayed;
+	cr_assert(replayed.ParseFromString(hr.hello().last_response()) && replayed.has_register_program() &&
+			  replayed.register_program().program_id() == id,
+		  "the journalled reply does not name program %lu: %s", (unsigned long)id, replayed.DebugString().c_str());
+	// Kept once: the next registration gets the next id, and the kept program
+	// goes exactly once.
+	neuron::api::Request next = register_fill(78);
+	neuron::api::Response r;
+	cr_assert(again.send(next) && again.receive(&r, 5000) && r.has_register_program(), "%s", r.DebugString().c_str());
+	cr_assert_eq(r.register_program().program_id(), id + 1, "program ids do not continue after the restart");
+	neuron::api::Request dereg;
+	dereg.set_request_id(79);
+	dereg.mutable_deregister_program()->set_program_id(id);
+	cr_assert(again.send(dereg) && again.receive(&r, 5000), "DeregisterProgram");
+	cr_assert(r.has_ok(), "the program registered before the kill is not kept: %s", r.DebugString().c_str());
+	dereg.set_request_id(80);
+	cr_assert(again.send(dereg) && again.receive(&r, 5000), "DeregisterProgram");
+	cr_assert(r.has_error() && r.error().code() == neuron::api::ERROR_NOT_FOUND, "deregistered twice: %s",
+		  r.DebugString().c_str());
 }
 
 // An event subscriber (the admin tools' client: neuronctl events -f,

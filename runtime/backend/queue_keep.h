@@ -20,14 +20,13 @@
 // the engines start.
 #pragma once
 
-#include <vector>
-
 #include <gate/admit.h>
 #include <neuron/cmd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace neuron::backend {
 

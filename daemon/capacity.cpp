@@ -133,6 +133,8 @@ std::string Capacity::lend(Pool from, uint32_t count, std::optional<uint32_t> de
 	}
 	if (out->empty())
 		return "no core was lent: " + (why.empty() ? std::string("nothing to lend") : why);
+	if (on_change)
+		on_change();
 	return {};
 }
 
@@ -180,6 +182,8 @@ std::string Capacity::reclaim(Pool lender, uint32_t count, std::optional<uint32_
 	if (taken.empty())
 		return std::string("no core was reclaimed: ") + sched::pool_name(lender) + " has no active loan" +
 		       (device ? " on device " + std::to_string(*device) : "");
+	if (on_change)
+		on_change();
 	std::string err;
 	for (Loan *l : taken) {
 		if (leases_.wait_reclaimed(l->device, l->core, deadline)) {
@@ -229,6 +233,60 @@ void Capacity::return_orphaned_loans()
 			std::vector<Loan> done;
 			reclaim(lender, 0, d, default_deadline_ms_, "borrower-gone", &done);
 		}
+}
+
+void Capacity::save(state::Daemon *out) const
+{
+	out->set_next_loan_id(next_loan_);
+	for (const Loan &l : ledger_) {
+		if (l.state != "active")
+			continue;
+		auto *s = out->add_loans();
+		s->set_id(l.id);
+		s->set_device(l.device);
+		s->set_core(l.core);
+		s->set_lender(static_cast<uint32_t>(to_api(l.lender)));
+		s->set_lent_unix_ms(l.lent_unix_ms);
+		s->set_reason(l.reason);
+	}
+}
+
+std::string Capacity::adopt(const state::Daemon &d)
+{
+	next_loan_ = std::max(next_loan_, d.next_loan_id());
+	std::string problems;
+	for (const auto &s : d.loans()) {
+		const std::optional<Pool> lender = from_api(static_cast<api::PoolKind>(s.lender()));
+		const std::string what = "loan " + std::to_string(s.id()) + " (device " + std::to_string(s.device()) +
+					 " core " + std::to_string(s.core()) + "): ";
+		if (!lender || s.device() >= devices_.device_count() || s.core() >= devices_.core_count(s.device())) {
+			problems += what + "no such core or pool; ";
+			continue;
+		}
+		const CoreLease lease = leases_.of(s.device())[s.core()];
+		if (lease.home != *lender || lease.state != LeaseState::Owned) {
+			problems += what + "the core is not its lender's to lend; ";
+			continue;
+		}
+		if (auto err = leases_.lend(s.device(), s.core()); !err.empty()) {
+			problems += what + err + "; ";
+			continue;
+		}
+		Loan loan;
+		loan.id = s.id();
+		loan.device = s.device();
+		loan.core = s.core();
+		loan.lender = *lender;
+		loan.borrower = other_pool(*lender);
+		loan.lent_unix_ms = s.lent_unix_ms();
+		loan.reason = s.reason();
+		ledger_.push_back(loan);
+		next_loan_ = std::max(next_loan_, s.id() + 1);
+		NLOG_INFO("state.adopt_loan", "loan=" + std::to_string(loan.id) + " device=" + std::to_string(loan.device) +
+						      " core=" + std::to_string(loan.core) + " lender=" +
+						      sched::pool_name(loan.lender) + " borrower=" + sched::pool_name(loan.borrower));
+	}
+	return problems;
 }
 
 void Capacity::fill_loan(const Loan &l, api::LoanInfo *o)

@@ -15,9 +15,11 @@
 #include <backend/device_backend.h>
 
 #include <neuron.pb.h>
+#include <state.pb.h>
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +79,17 @@ public:
 	bool pool_in_use(Pool pool, uint32_t device) const;
 
 	void fill(api::CapacityReply *r, const std::vector<const Tenant *> &tenants) const;
+
+	// Restart survival (README "Restart with tenants alive"): the active loans go
+	// into the journal (a reclaiming one is home after a restart: no engine of the
+	// old neurond runs the borrower any more), and a new neurond lends them again
+	// under their ids when it adopts the tenants. on_change: after every change of
+	// the loans, before the reply or event that announces it (set by the server).
+	std::function<void()> on_change;
+	void save(state::Daemon *out) const;
+	// "" or what could not be restored (a loan whose core is not its lender's to
+	// lend any more: the devices or --inference-cores changed).
+	std::string adopt(const state::Daemon &d);
 	static void fill_loan(const Loan &l, api::LoanInfo *out);
 
 private:

@@ -18,6 +18,7 @@ void Server::keep_state(FdStore &store, StateJournal &journal)
 {
 	store_ = &store;
 	journal_ = &journal;
+	capacity_.on_change = [this] { save_state(); };
 }
 
 void Server::save_state()
@@ -35,6 +36,7 @@ void Server::save_state()
 			s->tenant().save(d.add_tenants());
 	for (const auto &[id, t] : orphans_)
 		t->save(d.add_tenants());
+	capacity_.save(&d);
 	if (auto err = journal_->save(d); !err.empty())
 		NLOG_ERROR("state.journal_failed", "error=" + quoted(err));
 }
@@ -73,6 +75,10 @@ size_t Server::adopt_state()
 		orphans_.emplace(t->id(), std::move(t));
 	}
 	journal_->adopt_progress(slots);
+	// The loans after the tenants: their queues hold the borrowers' logical cores
+	// (a loan to a pool with none would go home at the next tenant exit).
+	if (auto problems = capacity_.adopt(*d); !problems.empty())
+		NLOG_ERROR("state.adopt_loans", "problems=" + quoted(problems) + " outcome=those_cores_stay_home");
 	orphan_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.reattach_grace_ms);
 	if (!orphans_.empty())
 		reap_orphans();

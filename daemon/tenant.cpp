@@ -304,6 +304,7 @@ void Tenant::release_all()
 	if (store_)
 		for (const auto &[handle, bytes] : host_sizes_)
 			store_->remove("host." + std::to_string(id_) + "." + std::to_string(handle));
+	forget_kept_programs();
 	// Waits for any command still running on an engine, then frees everything
 	// (programs' buffers too: they are the tenant's memory).
 	if (ctx_) {

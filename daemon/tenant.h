@@ -8,6 +8,7 @@
 
 #include <backend/device_backend.h>
 #include <backend/queue.h>
+#include <program/validate.h>
 #include <sched/logical_core.h>
 
 #include <neuron.pb.h>
@@ -157,6 +158,13 @@ private:
 	std::vector<std::shared_ptr<const program::Program>> retired_programs_;
 	uint64_t program_validation_ns_ = 0;
 	void free_program_buffers(const program::Program &p);
+	// Decodes and validates a Program message (registration; adoption).
+	std::string build_program(const api::Program &source, program::Description *desc, program::Program *out) const;
+	// Restart survival of programs (tenant_programs.cpp).
+	void keep_program(uint64_t id, const api::Program &source);
+	void forget_kept_programs();
+	void save_programs(state::Tenant *out) const;
+	void adopt_program(const state::Program &s, FdStore &store, std::string *problems);
 };
 
 // Queue ids are unique across the daemon's life (and across restarts that keep

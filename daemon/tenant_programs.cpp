@@ -7,16 +7,20 @@
 // NEURON_PROGRAMS_PER_TENANT. Control thread only.
 #include "tenant.h"
 
+#include "fd_store.h"
 #include "log.h"
 #include "program_decode.h"
+#include "text.h"
 
 #include <chip/profile.h>
 #include <program/validate.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <shared_mutex>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,7 +62,29 @@ std::string read_image(int fd, api::Program *out)
 	return {};
 }
 
+std::string program_name(uint64_t tenant, uint64_t id)
+{
+	return "prog." + std::to_string(tenant) + "." + std::to_string(id);
+}
+
 } // namespace
+
+std::string Tenant::build_program(const api::Program &source, program::Description *desc,
+				  program::Program *out) const
+{
+	std::string why = decode_program(source, desc);
+	if (why.empty() && desc->device >= devices_.device_count())
+		why = "device " + std::to_string(desc->device) + " does not exist (this host has " +
+		      std::to_string(devices_.device_count()) + ")";
+	if (why.empty()) {
+		// Tile programs are checked against the device's on-chip memories.
+		const auto profile = chip::find_profile(devices_.describe(desc->device).profile);
+		if (profile)
+			desc->onchip = profile->onchip;
+		why = program::validate(*desc, out);
+	}
+	return why;
+}
 
 std::string Tenant::register_program(const api::RegisterProgram &req, int fd, api::RegisterProgramReply *reply,
 				     api::ErrorCode *code)
@@ -84,17 +110,7 @@ std::string Tenant::register_program(const api::RegisterProgram &req, int fd, ap
 	}
 	program::Description desc;
 	auto program = std::make_shared<program::Program>();
-	std::string why = decode_program(*source, &desc);
-	if (why.empty() && desc.device >= devices_.device_count())
-		why = "device " + std::to_string(desc.device) + " does not exist (this host has " +
-		      std::to_string(devices_.device_count()) + ")";
-	if (why.empty()) {
-		// Tile programs are checked against the device's on-chip memories.
-		const auto profile = chip::find_profile(devices_.describe(desc.device).profile);
-		if (profile)
-			desc.onchip = profile->onchip;
-		why = program::validate(desc, program.get());
-	}
+	const std::string why = build_program(*source, &desc, program.get());
 	const uint64_t spent = thread_cpu_ns() - cpu_start;
 	program_validation_ns_ += spent;
 	if (!why.empty())
@@ -128,6 +144,8 @@ std::string Tenant::register_program(const api::RegisterProgram &req, int fd, ap
 	uint64_t bytes = 0;
 	for (uint64_t b : desc.buffer_bytes)
 		bytes += b;
+	if (store_)
+		keep_program(id, *source);
 	reply->set_program_id(id);
 	reply->set_buffer_bytes(bytes);
 	reply->set_validation_ns(spent);
@@ -147,6 +165,8 @@ std::string Tenant::deregister_program(uint64_t id, api::ErrorCode *code)
 	std::shared_ptr<const program::Program> p = ctx_->programs().remove(id);
 	if (!p)
 		return "program " + std::to_string(id) + " is not registered by this tenant";
+	if (store_)
+		store_->remove(program_name(id_, id));
 	retired_programs_.push_back(std::move(p));
 	reap_programs();
 	return {};
@@ -178,6 +198,96 @@ void Tenant::free_program_buffers(const program::Program &p)
 			NLOG_ERROR("program.free", log_fields() + " program=" + std::to_string(p.id) + " error=\"" +
 							   r->message + "\"");
 	}
+}
+
+// Restart survival (README "Restart with tenants alive"): the Program message in
+// a memfd of its own kept with the supervisor (not in the journal, which is
+// written whole after every request: an image may be 64 MiB), its id and buffers
+// in the journal (Tenant::save). A new neurond validates it again and takes its
+// buffers back where they are in the kept HBM.
+void Tenant::keep_program(uint64_t id, const api::Program &source)
+{
+	std::string bytes;
+	std::string err;
+	const int fd = memfd_create("neuron-program", MFD_CLOEXEC);
+	if (fd < 0 || !source.SerializeToString(&bytes))
+		err = fd < 0 ? std::string("memfd_create: ") + std::strerror(errno) : "cannot serialize the program";
+	for (size_t done = 0; err.empty() && done < bytes.size();) {
+		const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+		if (n <= 0)
+			err = std::string("write: ") + std::strerror(errno);
+		else
+			done += static_cast<size_t>(n);
+	}
+	if (err.empty())
+		err = store_->store(program_name(id_, id), fd);
+	if (fd >= 0)
+		close(fd);
+	if (!err.empty())
+		NLOG_WARN("state.keep_failed", log_fields() + " what=program program=" + std::to_string(id) +
+						       " error=" + quoted(err));
+}
+
+void Tenant::forget_kept_programs()
+{
+	if (!store_ || !ctx_)
+		return;
+	for (const auto &p : ctx_->programs().snapshot())
+		store_->remove(program_name(id_, p->id));
+}
+
+void Tenant::save_programs(state::Tenant *out) const
+{
+	if (!ctx_)
+		return;
+	out->set_next_program_id(ctx_->programs().next_id());
+	for (const auto &p : ctx_->programs().snapshot()) {
+		auto *s = out->add_programs();
+		s->set_id(p->id);
+		for (uint64_t address : p->buffer_address)
+			s->add_buffer_address(address);
+	}
+}
+
+void Tenant::adopt_program(const state::Program &s, FdStore &store, std::string *problems)
+{
+	const std::string what = "program " + std::to_string(s.id()) + ": ";
+	const int fd = store.take(program_name(id_, s.id()));
+	if (fd < 0) {
+		*problems += what + "its image was not kept; ";
+		return;
+	}
+	api::Program image;
+	std::string why = read_image(fd, &image);
+	close(fd); // the supervisor keeps its copy
+	program::Description desc;
+	auto program = std::make_shared<program::Program>();
+	const uint64_t cpu_start = thread_cpu_ns();
+	if (why.empty())
+		why = build_program(image, &desc, program.get());
+	program_validation_ns_ += thread_cpu_ns() - cpu_start;
+	if (why.empty() && static_cast<size_t>(s.buffer_address_size()) != desc.buffer_bytes.size())
+		why = "the journal names " + std::to_string(s.buffer_address_size()) + " buffers, the program has " +
+		      std::to_string(desc.buffer_bytes.size());
+	if (!why.empty()) {
+		*problems += what + why + "; ";
+		return;
+	}
+	for (size_t b = 0; b < desc.buffer_bytes.size(); ++b) {
+		if (auto r = ctx_->adopt_allocation(desc.device, s.buffer_address(int(b)), desc.buffer_bytes[b])) {
+			*problems += what + "buffer " + std::to_string(b) + ": " + r->message + "; ";
+			free_program_buffers(*program);
+			return;
+		}
+		program->buffer_address.push_back(s.buffer_address(int(b)));
+		hbm_held_[desc.device] += desc.buffer_bytes[b];
+	}
+	{
+		auto lock = ctx_->memory().lock_exclusive();
+		for (uint64_t address : program->buffer_address)
+			ctx_->memory().set_program(desc.device, address, s.id());
+	}
+	ctx_->programs().adopt(std::move(program), s.id());
 }
 
 } // namespace neuron::daemon

@@ -74,7 +74,7 @@ void Tenant::save(state::Tenant *out) const
 		std::shared_lock lock(m.mutex);
 		for (const auto &[device, allocs] : m.device_allocations())
 			for (const auto &[address, a] : allocs) {
-				if (a.program) // programs are not kept (README): their buffers go with them
+				if (a.program) // kept with their program (save_programs); a deregistered one's go
 					continue;
 				auto *s = out->add_allocations();
 				s->set_device(device);
@@ -82,6 +82,7 @@ void Tenant::save(state::Tenant *out) const
 				s->set_size(a.size);
 			}
 	}
+	save_programs(out);
 	for (const auto &[handle, bytes] : host_sizes_) {
 		auto *h = out->add_host_buffers();
 		h->set_handle(handle);
@@ -148,6 +149,11 @@ std::unique_ptr<Tenant> Tenant::adopt(const state::Tenant &s, backend::DeviceBac
 		++t->host_count_;
 		t->host_bytes_ += h.size();
 	}
+	// Programs before queues: a queued EXEC_PROGRAM runs as soon as its queue is
+	// attached.
+	t->ctx_->programs().reserve(s.next_program_id());
+	for (const auto &p : s.programs())
+		t->adopt_program(p, store, problems);
 	for (const auto &q : s.queues())
 		t->adopt_queue(q, store, journal, problems);
 	return t;

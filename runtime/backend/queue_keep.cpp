@@ -94,10 +94,12 @@ struct UndoLog::Header {
 		uint32_t host_buffer;
 		uint64_t addr;
 		uint64_t bytes;
-	} ranges[kMaxRanges];
+	} ranges[kMaxSavedRanges];
 };
 
 static constexpr uint64_t kHeaderBytes = 4096;
+// count of a record that could not be saved (a replay with too many ranges).
+static constexpr uint32_t kUnsaved = 0xffffffffu;
 
 UndoLog::UndoLog(int fd) : fd_(fd)
 {
@@ -160,6 +162,33 @@ std::string UndoLog::save(uint64_t seq, const neuron_cmd &cmd, const gate::Opera
 	return {};
 }
 
+std::string UndoLog::save_device(uint64_t seq, const std::vector<DeviceRange> &ranges)
+{
+	if (fd_ < 0)
+		return "the queue has no undo log";
+	bool saveable = ranges.size() <= size_t(kMaxSavedRanges);
+	uint64_t total = kHeaderBytes;
+	for (const DeviceRange &r : ranges) {
+		total += r.bytes;
+		saveable = saveable && (r.src || !r.bytes);
+	}
+	if (saveable && !grow(total))
+		return "cannot grow the queue's undo log to " + std::to_string(total) + " bytes";
+	auto *h = static_cast<Header *>(map_);
+	std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
+	h->count = saveable ? static_cast<uint32_t>(ranges.size()) : kUnsaved;
+	auto *out = static_cast<std::byte *>(map_) + kHeaderBytes;
+	for (size_t i = 0; saveable && i < ranges.size(); ++i) {
+		h->ranges[i] = {NEURON_MEM_DEVICE, {}, 0, ranges[i].addr, ranges[i].bytes};
+		if (ranges[i].bytes)
+			std::memcpy(out, ranges[i].src, ranges[i].bytes);
+		out += ranges[i].bytes;
+	}
+	h->seq = seq;
+	std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
+	return {};
+}
+
 UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &memory, std::string *why)
 {
 	if (fd_ < 0 || !map_)
@@ -167,7 +196,12 @@ UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &m
 	const auto *h = static_cast<const Header *>(map_);
 	if (!h->valid || h->seq != seq)
 		return Restore::NoRecord;
-	if (h->count > kMaxRanges) {
+	if (h->count == kUnsaved) {
+		*why = "the program replay writes more memory ranges than its undo record holds (" +
+		       std::to_string(kMaxSavedRanges) + ")";
+		return Restore::Failed;
+	}
+	if (h->count > kMaxSavedRanges) {
 		*why = "the undo record is damaged";
 		return Restore::Failed;
 	}

@@ -23,8 +23,10 @@
 #include <gate/admit.h>
 #include <neuron/cmd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace neuron::backend {
 
@@ -48,6 +50,9 @@ bool rerun_is_exact(const neuron_cmd &cmd, const gate::Operands &ops);
 class UndoLog {
 public:
 	static constexpr int kMaxRanges = NEURON_MAX_OPERANDS;
+	// A record of a program replay (save_device) holds at most this many ranges
+	// (what fits the record's 4 KiB header).
+	static constexpr int kMaxSavedRanges = 160;
 	// fd: the queue's undo memfd (owned from here on), or -1 (no undo: every
 	// command that is not rerun_is_exact then faults after a restart).
 	explicit UndoLog(int fd);
@@ -60,6 +65,16 @@ public:
 	// locked: saves the bytes of cmd's written operands. "" or why it could not
 	// (the memfd could not grow): the command then must not run.
 	std::string save(uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops);
+	// The same for a program replay (EXEC_PROGRAM): the device memory it may
+	// write (its written arguments as bound, its buffers), each range where the
+	// engine sees it (`src`). More than kMaxSavedRanges ranges, or one without a
+	// host address: the record says so, and the replay, if a restart interrupts
+	// it, faults instead of running again.
+	struct DeviceRange {
+		uint64_t addr = 0, bytes = 0;
+		const std::byte *src = nullptr;
+	};
+	std::string save_device(uint64_t seq, const std::vector<DeviceRange> &ranges);
 	// Adoption (no engine runs): if the record is for command `seq`, puts its bytes
 	// back into `memory` on `device`. NoRecord: it is for another command (`seq`
 	// was pure: it runs again as it is); Failed with *why: it cannot be applied.

@@ -9,6 +9,7 @@
 
 #include "program.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,26 @@ public:
 		p->id = next_id_++;
 		programs_[p->id] = std::move(p);
 		return next_id_ - 1;
+	}
+	// Restart survival (daemon/README.md): a program of the earlier neurond,
+	// stored under the id it had, and ids from `next` on (the earlier table's
+	// next id), so an id never names two programs.
+	void adopt(std::shared_ptr<Program> p, uint64_t id)
+	{
+		std::lock_guard lock(mutex_);
+		p->id = id;
+		programs_[id] = std::move(p);
+		next_id_ = std::max(next_id_, id + 1);
+	}
+	void reserve(uint64_t next)
+	{
+		std::lock_guard lock(mutex_);
+		next_id_ = std::max(next_id_, next);
+	}
+	uint64_t next_id() const
+	{
+		std::lock_guard lock(mutex_);
+		return next_id_;
 	}
 	std::shared_ptr<const Program> find(uint64_t id) const
 	{

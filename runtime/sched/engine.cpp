@@ -213,6 +213,35 @@ bool Engine::keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, co
 	return true;
 }
 
+// Restart survival of a replay (programs are kept across restarts): its written
+// arguments and its buffers saved in the undo record before its first node, so
+// a replay a restart interrupts runs again from its start exactly once. False
+// if it faulted.
+bool Engine::keep_program_before_start(Queue &q, uint64_t seq, const program::Program &p,
+				       const program::Exec &exec, const backend::TenantMemory &m)
+{
+	if (!q.progress())
+		return true;
+	std::vector<backend::UndoLog::DeviceRange> ranges;
+	auto add = [&](uint64_t addr, uint64_t bytes) {
+		uint64_t start = 0;
+		const backend::DeviceAllocation *a = m.find_device(q.device(), addr, bytes, &start);
+		ranges.push_back({addr, bytes, a && a->host ? a->host + (addr - start) : nullptr});
+	};
+	for (size_t i = 0; i < p.arg_bytes.size() && i < exec.bindings.size(); ++i)
+		if (i < p.arg_written.size() && p.arg_written[i])
+			add(exec.bindings[i], p.arg_bytes[i]);
+	for (size_t b = 0; b < p.buffer_address.size(); ++b)
+		add(p.buffer_address[b], p.buffer_bytes[b]);
+	if (auto err = q.undo()->save_device(seq, ranges); !err.empty()) {
+		fault(q, NEURON_FAULT_EXEC, seq, 0,
+		      "neurond could not save the replay's undo record (needed to survive a restart): " + err);
+		return false;
+	}
+	q.mark_started(seq);
+	return true;
+}
+
 // An EXEC_PROGRAM passed stage 1: its program, its bindings against the tenant's
 // memory (once per replay), then its first node.
 Engine::Step Engine::start_program(LogicalCore &l, const std::shared_ptr<Queue> &qp, uint64_t seq)
@@ -237,10 +266,9 @@ Engine::Step Engine::start_program(LogicalCore &l, const std::shared_ptr<Queue> 
 			fault(q, flt->code, seq, f.user_tag, flt->message);
 			return Step::Progress;
 		}
+		if (!keep_program_before_start(q, seq, *p, f.exec, m))
+			return Step::Progress;
 	}
-	// A program's table is not kept across a restart of neurond: an interrupted
-	// replay faults then (its EXEC_PROGRAM names a program the new neurond lacks).
-	q.mark_started(seq);
 	f.program = std::move(p);
 	f.node = 0;
 	f.queue = qp;

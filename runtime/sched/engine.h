@@ -97,6 +97,8 @@ private:
 	Step step(LogicalCore &l);
 	Step start_command(LogicalCore &l, const std::shared_ptr<Queue> &q);
 	bool keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops);
+	bool keep_program_before_start(Queue &q, uint64_t seq, const program::Program &p, const program::Exec &exec,
+				       const backend::TenantMemory &m);
 	Step start_program(LogicalCore &l, const std::shared_ptr<Queue> &q, uint64_t seq);
 	Step next_node(LogicalCore &l, Queue &q);
 	bool begin_current(LogicalCore &l, Queue &q);

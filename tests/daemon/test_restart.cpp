@@ -6,6 +6,7 @@
 // continuing, and every command run exactly once (in-place commands included, which
 // a second run or a lost run would change).
 #include "daemon_test.h"
+#include "restart_test.h"
 
 #include <cerrno>
 #include <csignal>
@@ -18,49 +19,6 @@
 using namespace dt;
 
 namespace {
-
-void supervised_up() { daemon_up_with({"--supervise"}); }
-
-// The neurond the supervisor runs now (its only child), or -1.
-pid_t neurond_child()
-{
-	const pid_t sup = g_daemon->pid();
-	std::ifstream f("/proc/" + std::to_string(sup) + "/task/" + std::to_string(sup) + "/children");
-	pid_t pid = -1;
-	return f >> pid ? pid : -1;
-}
-
-// A neurond child that is up (it listens through the supervisor's socket, so
-// only its log says it adopted the state and runs).
-pid_t wait_child(pid_t not_this, int timeout_ms)
-{
-	for (int waited = 0; waited < timeout_ms; waited += 10) {
-		const pid_t pid = neurond_child();
-		if (pid > 0 && pid != not_this)
-			return pid;
-		sleep_ms(10);
-	}
-	return -1;
-}
-
-// kill -9 of neurond (not of its supervisor); returns once a new one runs.
-void kill_neurond()
-{
-	const pid_t victim = wait_child(-1, 10000);
-	cr_assert(victim > 0, "no neurond under the supervisor\n%s", g_daemon->log_tail().c_str());
-	cr_assert(kill(victim, SIGKILL) == 0, "kill: %s", std::strerror(errno));
-	const pid_t next = wait_child(victim, 10000);
-	cr_assert(next > 0, "the supervisor did not restart neurond\n%s", g_daemon->log_tail().c_str());
-}
-
-size_t count_in_log(const std::string &what)
-{
-	const std::string log = g_daemon->log();
-	size_t n = 0;
-	for (size_t p = log.find(what); p != std::string::npos; p = log.find(what, p + 1))
-		++n;
-	return n;
-}
 
 neuron_cmd add_scalar_in_place(uint64_t addr, int64_t n, double s)
 {

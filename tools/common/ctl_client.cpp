@@ -3,10 +3,13 @@
 #include <neuron/socket_path.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <thread>
 #include <unistd.h>
 
 namespace neuron::tools {
@@ -22,6 +25,7 @@ std::string describe_error(const api::Error &e) { return api::ErrorCode_Name(e.c
 bool CtlClient::connect(const std::string &path, const std::string &name, std::string *error)
 {
 	path_ = path.empty() ? detail::default_socket_path() : path;
+	name_ = name;
 	fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un addr = {};
 	addr.sun_family = AF_UNIX;
@@ -58,15 +62,78 @@ bool CtlClient::call(api::Request &req, api::Response *resp, std::string *error)
 		return false;
 	}
 	// Skip pushed events that may precede the answer.
+	in_call_ = true;
 	for (;;) {
 		if (!receive(resp, 30000, error)) {
+			in_call_ = false;
 			if (error->empty())
 				*error = "neurond did not answer within 30 s";
 			return false;
 		}
-		if (resp->request_id() == req.request_id())
+		if (resp->request_id() == req.request_id()) {
+			in_call_ = false;
+			if (req.has_subscribe_events() && resp->has_ok())
+				subscribed_ = true;
 			return true;
+		}
 	}
+}
+
+namespace {
+
+int reconnect_timeout_ms()
+{
+	const char *v = std::getenv("NEURON_RECONNECT_TIMEOUT_MS");
+	return v && *v ? std::atoi(v) : 60000;
+}
+
+} // namespace
+
+bool CtlClient::resubscribe(api::Response *marker, std::string *error)
+{
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reconnect_timeout_ms());
+	int backoff_ms = 10;
+	for (;;) {
+		if (fd_ >= 0)
+			close(fd_);
+		fd_ = -1;
+		decoder_ = wire::FrameDecoder();
+		subscribed_ = false;
+		std::string why;
+		api::Request req;
+		req.mutable_subscribe_events()->set_replay(true);
+		api::Response resp;
+		if (connect(path_, name_, &why) && call(req, &resp, &why)) {
+			if (resp.has_error()) {
+				*error = "neurond restarted and refused the new subscription: " + describe_error(resp.error());
+				return false;
+			}
+			break;
+		}
+		if (stop_ && stop_()) {
+			*error = "lost the connection to neurond (stopped waiting for it)";
+			return false;
+		}
+		if (std::chrono::steady_clock::now() >= deadline) {
+			*error = "lost the connection to neurond and it did not come back within " +
+				 std::to_string(reconnect_timeout_ms()) + " ms ($NEURON_RECONNECT_TIMEOUT_MS): " + why;
+			return false;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+		backoff_ms = std::min(backoff_ms * 2, 500);
+	}
+	marker->Clear();
+	api::Event *ev = marker->mutable_event();
+	ev->set_type("events.lost");
+	ev->set_core(-1);
+	ev->set_lost(0);
+	ev->set_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+				std::chrono::system_clock::now().time_since_epoch())
+				.count());
+	ev->set_message("events may have been lost: the connection to neurond broke (neurond restarted) and the "
+			"subscription was made again; the events after this one are the new neurond's (its seq "
+			"numbers start again)");
+	return true;
 }
 
 bool CtlClient::list_tenants(api::ListTenantsReply *out, std::string *error)
@@ -115,6 +182,8 @@ bool CtlClient::receive(api::Response *resp, int timeout_ms, std::string *error)
 			continue;
 		const long n = wire::receive_some(fd_, decoder_, false);
 		if (n <= 0) {
+			if (subscribed_ && !in_call_)
+				return resubscribe(resp, error);
 			*error = "neurond closed the connection";
 			return false;
 		}

@@ -8,6 +8,7 @@
 #include <wire.h>
 
 #include <deque>
+#include <functional>
 #include <string>
 
 namespace neuron::tools {
@@ -26,14 +27,31 @@ public:
 	bool call(api::Request &req, api::Response *resp, std::string *error);
 	// The next pushed frame (events). timeout_ms < 0: no limit. False on timeout
 	// (*error empty) or on a lost connection (*error set).
+	// Once subscribed to events (a SubscribeEvents answered Ok through call()), a
+	// lost connection is made again (neurond restarted: README "Restart with
+	// tenants alive"): connect, subscribe again with replay (the new neurond's
+	// backlog, all of it newer than the restart), and the next frame is an
+	// "events.lost" marker with lost 0 (unknown) saying events may be missing,
+	// before the new neurond's events. It waits for neurond up to
+	// $NEURON_RECONNECT_TIMEOUT_MS (60 s) before giving up with *error.
 	bool receive(api::Response *resp, int timeout_ms, std::string *error);
+	// While waiting for neurond to come back, receive() gives up (false, *error
+	// set) as soon as `stop` returns true (a tool shutting down).
+	void stop_when(std::function<bool()> stop) { stop_ = std::move(stop); }
 	// Every tenant, page after page (ListTenants is paged). False on a transport
 	// failure (*error) or a daemon-side error (*error says it).
 	bool list_tenants(api::ListTenantsReply *out, std::string *error);
 	const std::string &path() const { return path_; }
 
 private:
+	// Connected again and subscribed again after a lost connection; *marker the
+	// events.lost frame to hand out. False with *error.
+	bool resubscribe(api::Response *marker, std::string *error);
 	int fd_ = -1;
+	std::string name_;
+	bool subscribed_ = false; // a SubscribeEvents was answered Ok
+	bool in_call_ = false;    // call() reads its answer: no resubscription under it
+	std::function<bool()> stop_;
 	uint64_t next_id_ = 1;
 	std::string path_;
 	wire::FrameDecoder decoder_;

@@ -60,6 +60,7 @@ void EventCounters::run()
 {
 	while (!stop_) {
 		tools::CtlClient client;
+		client.stop_when([this] { return stop_.load(); });
 		std::string error;
 		api::Request req;
 		api::Response resp;

@@ -161,6 +161,19 @@ void iota_row(const neuron_tile_insn &in, const View &o, std::byte *p, const int
 	}
 }
 
+// A [P, 1] op (an online softmax's statistics: a handful per tile) walked as one
+// row of P elements, each operand's partition stride as its element stride: one
+// block through the converting path instead of P one-element rows.
+void column_as_row(View *v, int nv, int64_t *sizes)
+{
+	for (int k = 0; k < nv; ++k) {
+		v[k].bstride[1] = v[k].bstride[0];
+		v[k].bstride[0] = 0;
+	}
+	sizes[1] = sizes[0];
+	sizes[0] = 1;
+}
+
 // One block [i, i + m) of one row of a vector/scalar engine op into out.
 void block_op(const neuron_tile_insn &in, const View *v, std::byte *const *p, int64_t i, int64_t m, int64_t n,
 	      float *out)
@@ -215,6 +228,8 @@ void elementwise(const neuron_tile_insn &in, const Env &env)
 	if (!active_shape(in, in.operands[0], env.iv, sizes))
 		return;
 	const int64_t iota_base = evaluate(in.base, env.iv);
+	if (in.op != NEURON_TILE_OP_IOTA && v[0].ndim == 2 && sizes[1] == 1)
+		column_as_row(v, in.num_operands, sizes);
 	int64_t row = 0; // rows walked so far (iota needs the row's coordinates)
 	for_rows(sizes, v[0].ndim, v, in.num_operands, [&](std::byte *const *p, int64_t n) {
 		if (in.op == NEURON_TILE_OP_IOTA) {

@@ -533,3 +533,45 @@ Test(tile_engines, transpose_in_place_and_bf16)
 					     (long long)i, (long long)j);
 	}
 }
+
+// [P, 1] ops (an online softmax's statistics) walk their partitions as one row:
+// exp(x - y) and max(x, y) per partition, f32 and bf16, with a partition mask
+// (rows past it keep the memset's 7).
+Test(tile_engines, column_ops_with_partition_mask)
+{
+	const int64_t P = 100, rows = 77;
+	for (const Layout &l : {kLayouts[0], kLayouts[2]})
+		for (uint32_t fn : {NEURON_PW_EXP, NEURON_PW_MAXIMUM}) {
+			std::vector<Arg> args{Arg(f32, P), Arg(f32, P), Arg(f32, P)};
+			ref::Rng rng(24);
+			args[1].fill_random(rng, -2, 2);
+			args[2].fill_random(rng, -2, 2);
+			args[1].set(9, NAN);
+			const auto col = [&](int64_t at) { return tile(l, P, 1, at); };
+			neuron_tile_insn op = fn == NEURON_PW_EXP
+						      ? insn(NEURON_TILE_OP_ACTIVATION, {col(kOut), col(kX), col(kY)}, fn)
+						      : insn(NEURON_TILE_OP_TENSOR_TENSOR, {col(kOut), col(kX), col(kY)}, fn);
+			op.f[0] = 1;
+			neuron_tile_insn neg = insn(NEURON_TILE_OP_TENSOR_SCALAR, {col(kY), col(kY)}, NEURON_PW_MUL);
+			neg.f[0] = fn == NEURON_PW_EXP ? -1.0 : 1.0;
+			neuron_tile_insn init = insn(NEURON_TILE_OP_MEMSET, {col(kOut)});
+			init.f[0] = 7;
+			std::vector<neuron_tile_insn> p{
+				load(1, P, 1, 0), load(2, P, 1, 1024),
+				insn(NEURON_TILE_OP_TENSOR_COPY, {col(kX), sbuf(f32, P, 1)}),
+				insn(NEURON_TILE_OP_TENSOR_COPY, {col(kY), sbuf(f32, P, 1, {1024})}), neg, init,
+				masked(op, 0, {}, rows, 0), insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, P, 1, {kDense}), col(kOut)}),
+				store(0, P, 1, kDense)};
+			th::run(p, args);
+			for (int64_t r = 0; r < P; ++r) {
+				const float x = static_cast<float>(stored(l, args[1].get(r)));
+				const float y = static_cast<float>(stored(l, args[2].get(r)));
+				const float w = r >= rows ? 7.0f
+						: fn == NEURON_PW_EXP ? static_cast<float>(std::exp(static_cast<double>(x + -y + 0.0f)))
+						: x != x ? NAN : std::max(x, y);
+				const double want = stored(l, w), got = args[0].get(r);
+				cr_assert(same(got, want) || std::fabs(got - want) <= 1e-6 * std::fabs(want) + (l.dtype == f32 ? 0 : 8e-3 * std::fabs(want)),
+					  "%s fn %u row %lld: %.9g, want %.9g", l.name, fn, (long long)r, got, want);
+			}
+		}
+}

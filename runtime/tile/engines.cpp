@@ -1,5 +1,7 @@
 #include "engines.h"
 
+#include "vector_rows.h"
+
 #include <block.h>
 #include <ops.h>
 #include <packed_gemm.h>
@@ -104,22 +106,119 @@ void store(const View &v, std::byte *p, int64_t i, const float *src, int64_t n)
 	kernels::store_block<float>(p + i * v.bstride[v.ndim - 1], v.bstride[v.ndim - 1], src, n, v.dtype);
 }
 
-float compare(uint32_t fn, float a, float b)
+// An f32 operand with unit stride along its rows: the engines compute on its
+// SBUF/PSUM bytes in place (no conversion copy).
+// SBUF/PSUM bytes in place (no conversion copy). n: the row length the op walks (a
+// size-1 dim has stride 0; with n == 1 only its first element is read).
+bool in_place(const View &v, int64_t n)
 {
-	bool r;
-	switch (fn) {
-	case NEURON_CMP_EQ: r = a == b; break;
-	case NEURON_CMP_NE: r = a != b; break;
-	case NEURON_CMP_LT: r = a < b; break;
-	case NEURON_CMP_LE: r = a <= b; break;
-	case NEURON_CMP_GT: r = a > b; break;
-	default: r = a >= b; break;
+	return v.dtype == NEURON_DTYPE_F32 && (v.bstride[v.ndim - 1] == 4 || n == 1);
+}
+
+// Elements [i, i + m) of an input row of n as f32: in place, or converted into buf
+// (a broadcast operand, stride 0, is spread over buf).
+const float *input(const View &v, const std::byte *p, int64_t i, int64_t m, int64_t n, float *buf)
+{
+	if (in_place(v, n))
+		return reinterpret_cast<const float *>(p) + i;
+	if (v.dtype == NEURON_DTYPE_F32 && v.bstride[v.ndim - 1] == 0) {
+		std::fill(buf, buf + m, *reinterpret_cast<const float *>(p));
+		return buf;
 	}
-	return r ? 1.0f : 0.0f;
+	load(buf, v, p, i, m);
+	return buf;
+}
+
+// IOTA over one row: base + step * e, exact for i32 outputs (not through f32).
+void iota_row(const neuron_tile_insn &in, const View &o, std::byte *p, const int64_t *sizes, int64_t row,
+	      int64_t iota_base, int64_t n)
+{
+	int64_t coord[NEURON_TILE_MAX_DIMS] = {}; // of the row start
+	for (int64_t r = row, d = o.ndim - 2; d >= 0; --d) {
+		coord[d] = r % sizes[d];
+		r /= sizes[d];
+	}
+	int64_t base = iota_base + in.i[0] * coord[0];
+	for (int d = 1; d + 1 < o.ndim; ++d)
+		base += in.i[d] * coord[d];
+	const int64_t step = o.ndim > 1 ? in.i[o.ndim - 1] : 0;
+	if (o.dtype == NEURON_DTYPE_I32) {
+		for (int64_t e = 0; e < n; ++e) {
+			const int32_t x = static_cast<int32_t>(base + step * e);
+			std::memcpy(p + e * o.bstride[o.ndim - 1], &x, 4);
+		}
+		return;
+	}
+	if (in_place(o, n)) {
+		rows::iota(reinterpret_cast<float *>(p), base, step, n);
+		return;
+	}
+	float buf[kBlock];
+	for (int64_t i = 0; i < n; i += kBlock) {
+		const int64_t m = std::min<int64_t>(kBlock, n - i);
+		rows::iota(buf, base + step * i, step, m);
+		store(o, p, i, buf, m);
+	}
+}
+
+// A [P, 1] op (an online softmax's statistics: a handful per tile) walked as one
+// row of P elements, each operand's partition stride as its element stride: one
+// block through the converting path instead of P one-element rows.
+void column_as_row(View *v, int nv, int64_t *sizes)
+{
+	for (int k = 0; k < nv; ++k) {
+		v[k].bstride[1] = v[k].bstride[0];
+		v[k].bstride[0] = 0;
+	}
+	sizes[1] = sizes[0];
+	sizes[0] = 1;
+}
+
+// One block [i, i + m) of one row of a vector/scalar engine op into out.
+void block_op(const neuron_tile_insn &in, const View *v, std::byte *const *p, int64_t i, int64_t m, int64_t n,
+	      float *out)
+{
+	float a[kBlock], b[kBlock], c[kBlock];
+	const bool more = in.num_operands > 2;
+	switch (in.op) {
+	case NEURON_TILE_OP_TENSOR_COPY:
+		if (in_place(v[1], n))
+			std::memmove(out, reinterpret_cast<const float *>(p[1]) + i, static_cast<size_t>(m) * 4);
+		else
+			load(out, v[1], p[1], i, m);
+		return;
+	case NEURON_TILE_OP_ACTIVATION:
+		rows::activation(in.fn, out, input(v[1], p[1], i, m, n, a), more ? input(v[2], p[2], i, m, n, b) : nullptr,
+				 static_cast<float>(in.f[0]), static_cast<float>(in.f[1]), m);
+		return;
+	case NEURON_TILE_OP_TENSOR_TENSOR:
+		kernels::pw_eval(static_cast<uint8_t>(in.fn), out, input(v[1], p[1], i, m, n, a), input(v[2], p[2], i, m, n, b),
+				 m);
+		return;
+	case NEURON_TILE_OP_TENSOR_SCALAR:
+		rows::tensor_scalar(in.fn, out, input(v[1], p[1], i, m, n, a), static_cast<float>(in.f[0]),
+				    in.flags & NEURON_TILE_REVERSE, m);
+		return;
+	case NEURON_TILE_OP_COMPARE:
+		rows::compare(in.fn, out, input(v[1], p[1], i, m, n, a), more ? input(v[2], p[2], i, m, n, b) : nullptr,
+			      static_cast<float>(in.f[0]), m);
+		return;
+	case NEURON_TILE_OP_SELECT:
+		rows::select(out, input(v[1], p[1], i, m, n, c), input(v[2], p[2], i, m, n, a),
+			     in.num_operands > 3 ? input(v[3], p[3], i, m, n, b) : nullptr, static_cast<float>(in.f[0]), m);
+		return;
+	default: // MEMSET
+		std::fill(out, out + m, static_cast<float>(in.f[0]));
+		return;
+	}
 }
 
 // The vector/scalar engine ops of one output and up to three inputs of its shape
-// (broadcast along free dims), in blocks of floats.
+// (broadcast along free dims), row by row in blocks of floats. An f32 operand with
+// unit stride is read and written in place; others convert through a block (the
+// engines compute in f32 either way, so both give the same bits). An output shares
+// bytes with an input only as the identical tile (validate.cpp), and every op is
+// elementwise, so writing in place never clobbers an input element not yet read.
 void elementwise(const neuron_tile_insn &in, const Env &env)
 {
 	View v[NEURON_TILE_MAX_OPERANDS];
@@ -129,85 +228,22 @@ void elementwise(const neuron_tile_insn &in, const Env &env)
 	if (!active_shape(in, in.operands[0], env.iv, sizes))
 		return;
 	const int64_t iota_base = evaluate(in.base, env.iv);
-	int64_t idx_row = 0; // rows walked so far (iota needs the row's coordinates)
+	if (in.op != NEURON_TILE_OP_IOTA && v[0].ndim == 2 && sizes[1] == 1)
+		column_as_row(v, in.num_operands, sizes);
+	int64_t row = 0; // rows walked so far (iota needs the row's coordinates)
 	for_rows(sizes, v[0].ndim, v, in.num_operands, [&](std::byte *const *p, int64_t n) {
-		float a[kBlock], b[kBlock], c[kBlock], o[kBlock];
-		int64_t coord[NEURON_TILE_MAX_DIMS] = {}; // of the row start
-		for (int64_t r = idx_row++, d = v[0].ndim - 2; d >= 0; --d) {
-			coord[d] = r % sizes[d];
-			r /= sizes[d];
+		if (in.op == NEURON_TILE_OP_IOTA) {
+			iota_row(in, v[0], p[0], sizes, row++, iota_base, n);
+			return;
 		}
+		const bool direct = in_place(v[0], n);
+		float o[kBlock];
 		for (int64_t i = 0; i < n; i += kBlock) {
 			const int64_t m = std::min<int64_t>(kBlock, n - i);
-			switch (in.op) {
-			case NEURON_TILE_OP_TENSOR_COPY:
-				load(o, v[1], p[1], i, m);
-				break;
-			case NEURON_TILE_OP_ACTIVATION:
-				load(a, v[1], p[1], i, m);
-				if (in.num_operands > 2)
-					load(b, v[2], p[2], i, m);
-				for (int64_t e = 0; e < m; ++e)
-					a[e] = a[e] * static_cast<float>(in.f[0]) + (in.num_operands > 2 ? b[e] : 0.0f) +
-					       static_cast<float>(in.f[1]);
-				if (in.fn)
-					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, a, m);
-				else
-					std::copy(a, a + m, o);
-				break;
-			case NEURON_TILE_OP_TENSOR_TENSOR:
-				load(a, v[1], p[1], i, m);
-				load(b, v[2], p[2], i, m);
-				kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, b, m);
-				break;
-			case NEURON_TILE_OP_TENSOR_SCALAR:
-				load(a, v[1], p[1], i, m);
-				std::fill(b, b + m, static_cast<float>(in.f[0]));
-				if (in.flags & NEURON_TILE_REVERSE)
-					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, b, a, m);
-				else
-					kernels::pw_eval(static_cast<uint8_t>(in.fn), o, a, b, m);
-				break;
-			case NEURON_TILE_OP_COMPARE:
-				load(a, v[1], p[1], i, m);
-				if (in.num_operands > 2)
-					load(b, v[2], p[2], i, m);
-				else
-					std::fill(b, b + m, static_cast<float>(in.f[0]));
-				for (int64_t e = 0; e < m; ++e)
-					o[e] = compare(in.fn, a[e], b[e]);
-				break;
-			case NEURON_TILE_OP_SELECT:
-				load(c, v[1], p[1], i, m);
-				load(a, v[2], p[2], i, m);
-				if (in.num_operands > 3)
-					load(b, v[3], p[3], i, m);
-				else
-					std::fill(b, b + m, static_cast<float>(in.f[0]));
-				for (int64_t e = 0; e < m; ++e)
-					o[e] = c[e] != 0.0f ? a[e] : b[e];
-				break;
-			case NEURON_TILE_OP_IOTA: {
-				int64_t base = iota_base + in.i[0] * coord[0];
-				for (int d = 1; d + 1 < v[0].ndim; ++d)
-					base += in.i[d] * coord[d];
-				const int64_t step = v[0].ndim > 1 ? in.i[v[0].ndim - 1] : 0;
-				if (v[0].dtype == NEURON_DTYPE_I32) { // exact, not through f32
-					for (int64_t e = 0; e < m; ++e) {
-						const int32_t x = static_cast<int32_t>(base + step * (i + e));
-						std::memcpy(p[0] + (i + e) * v[0].bstride[v[0].ndim - 1], &x, 4);
-					}
-					continue;
-				}
-				for (int64_t e = 0; e < m; ++e)
-					o[e] = static_cast<float>(base + step * (i + e));
-				break;
-			}
-			default: // MEMSET
-				std::fill(o, o + m, static_cast<float>(in.f[0]));
-				break;
-			}
-			store(v[0], p[0], i, o, m);
+			float *out = direct ? reinterpret_cast<float *>(p[0]) + i : o;
+			block_op(in, v, p, i, m, n, out);
+			if (!direct)
+				store(v[0], p[0], i, o, m);
 		}
 	});
 }
@@ -262,7 +298,10 @@ void dma(const neuron_tile_insn &in, const Env &env)
 		copy(uint16_t{});
 }
 
-// REDUCE: each partition's active free elements into out[p, 0...].
+// REDUCE: each partition's active free elements into out[p, 0...]. Sums accumulate
+// in double (rows::sum_row), more precise than the hardware's f32 accumulator, so a
+// result differs from the engine's only by the f32 rounding the hardware itself
+// does; max/min are exact in any order and NaN propagates.
 void reduce(const neuron_tile_insn &in, const Env &env)
 {
 	View o = resolve(in.operands[0], env), x = resolve(in.operands[1], env);
@@ -272,6 +311,9 @@ void reduce(const neuron_tile_insn &in, const Env &env)
 		return; // no partition active
 	const bool sum = in.fn == NEURON_PW_ADD, max = in.fn == NEURON_PW_MAXIMUM;
 	const double init = sum ? 0.0 : max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+	const auto fold = [&](double a, double v) {
+		return sum ? a + v : (v != v || a != a) ? std::nan("") : max ? std::max(a, v) : std::min(a, v);
+	};
 	std::vector<double> acc(static_cast<size_t>(sizes[0]), init);
 	if (any) {
 		int64_t row = 0, per_partition = 1;
@@ -281,13 +323,11 @@ void reduce(const neuron_tile_insn &in, const Env &env)
 		for_rows(sizes, x.ndim, vx, 1, [&](std::byte *const *p, int64_t n) {
 			double &a = acc[static_cast<size_t>(row++ / per_partition)];
 			float buf[kBlock];
-			for (int64_t i = 0; i < n; i += kBlock) {
-				const int64_t m = std::min<int64_t>(kBlock, n - i);
-				load(buf, x, p[0], i, m);
-				for (int64_t e = 0; e < m; ++e) {
-					const double v = buf[e];
-					a = sum ? a + v : (v != v || a != a) ? std::nan("") : max ? std::max(a, v) : std::min(a, v);
-				}
+			const int64_t block = in_place(x, n) ? n : kBlock; // in place: the whole row at once
+			for (int64_t i = 0; i < n; i += block) {
+				const int64_t m = std::min<int64_t>(block, n - i);
+				const float *r = input(x, p[0], i, m, n, buf);
+				a = fold(a, sum ? rows::sum_row(r, m) : rows::extreme_row(r, m, max));
 			}
 		});
 	}
@@ -297,8 +337,7 @@ void reduce(const neuron_tile_insn &in, const Env &env)
 		if (in.flags & NEURON_TILE_ACCUMULATE) {
 			float old;
 			kernels::load_block<float>(&old, at, 0, 1, o.dtype);
-			const double merged[1] = {sum ? double(old) + r : (old != old || r != r) ? std::nan("") : max ? std::max(old, r) : std::min(old, r)};
-			r = static_cast<float>(merged[0]);
+			r = static_cast<float>(fold(old, r));
 		}
 		kernels::store_block<float>(at, 0, &r, 1, o.dtype);
 	}
@@ -373,17 +412,27 @@ void matmul(const neuron_tile_insn &in, const Env &env)
 }
 
 // TRANSPOSE: out[F, P] = in[P, F] through the tensor engine (a matmul with the
-// identity), exact.
+// identity), exact. An f32 input is read in place, others through a dense f32
+// copy; the moves go in 16 x 16 blocks (each partition is its own page, as in dma).
 void transpose(const neuron_tile_insn &in, const Env &env)
 {
 	View o = resolve(in.operands[0], env), x = resolve(in.operands[1], env);
-	const std::vector<float> a = dense(x);
 	const int64_t P = x.sizes[0], F = x.sizes[1];
-	for (int64_t f = 0; f < F; ++f) {
-		float *out = reinterpret_cast<float *>(o.data + f * o.bstride[0]);
-		for (int64_t p = 0; p < P; ++p)
-			std::memcpy(reinterpret_cast<std::byte *>(out) + p * o.bstride[1], &a[static_cast<size_t>(p * F + f)], 4);
+	std::vector<float> copy;
+	const std::byte *src = x.data;
+	int64_t s0 = x.bstride[0], s1 = x.bstride[1];
+	if (x.dtype != NEURON_DTYPE_F32) {
+		copy = dense(x);
+		src = reinterpret_cast<const std::byte *>(copy.data());
+		s0 = F * 4;
+		s1 = 4;
 	}
+	constexpr int64_t kEdge = 16;
+	for (int64_t p0 = 0; p0 < P; p0 += kEdge)
+		for (int64_t f0 = 0; f0 < F; f0 += kEdge)
+			for (int64_t f = f0; f < std::min(F, f0 + kEdge); ++f)
+				for (int64_t p = p0; p < std::min(P, p0 + kEdge); ++p)
+					std::memcpy(o.data + f * o.bstride[0] + p * o.bstride[1], src + p * s0 + f * s1, 4);
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <chip/onchip_memory.h>
 
 #include <cmath>
+#include <functional>
 
 using namespace tb;
 using th::Arg;
@@ -291,4 +292,286 @@ Test(tile_engines, full_size_matmul_accumulates_in_f32)
 		// 256 products of magnitude < 1 summed in f32: a few ulps of ~10.
 		cr_assert(worst < 1e-4, "%s: max error %g", dt == f32 ? "f32" : "bf16", worst);
 	}
+}
+
+namespace {
+
+// The vector/scalar engines run an f32 operand with unit stride in place and any
+// other through a converted block: every op below runs with all its operands in
+// each layout (f32 unit stride, f32 every other element, bf16), a [P, 1] operand
+// broadcast along the free dim, against a reference computed here in f32.
+struct Layout {
+	uint8_t dtype;
+	int64_t step; // elements between a row's neighbours
+	const char *name;
+};
+constexpr Layout kLayouts[] = {{f32, 1, "f32"}, {f32, 2, "f32 strided"}, {NEURON_DTYPE_BF16, 1, "bf16"}};
+
+neuron_tile_ap tile(const Layout &l, int64_t P, int64_t F, int64_t offset)
+{
+	return ap(NEURON_TILE_SBUF, l.dtype, 0, 0, {offset}, {P, F}, {1, l.step});
+}
+
+// A value as the layout stores it.
+double stored(const Layout &l, double v) { return l.dtype == f32 ? v : ref::to_bf16(v); }
+
+constexpr int64_t kP = 8, kF = 43; // 43: past the vector loops' last full lane group
+constexpr int64_t kX = 4096, kY = 8192, kB = 12288, kOut = 16384, kDense = 20480;
+
+// x, y [P, F] and b [P, 1] (HBM args 1, 2, 3, with a NaN in x and ties with y) in the
+// layout at kX, kY, kB (y 0 in places); op(out, x, y, b) writes kOut; its f32 value lands in arg 0.
+std::vector<Arg> run_in_layout(const Layout &l, const std::function<neuron_tile_insn(neuron_tile_ap, neuron_tile_ap,
+											neuron_tile_ap, neuron_tile_ap)> &op)
+{
+	std::vector<Arg> args{Arg(f32, kP * kF), Arg(f32, kP * kF), Arg(f32, kP * kF), Arg(f32, kP)};
+	ref::Rng rng(21);
+	args[1].fill_random(rng, -3, 3);
+	args[2].fill_random(rng, -3, 3);
+	args[3].fill_random(rng);
+	args[1].set(5 * kF + 17, NAN);
+	for (int64_t i = 0; i < kP * kF; i += 7)
+		args[2].set(i, args[1].get(i)); // equal elements for the compares
+	for (int64_t i = 3; i < kP * kF; i += 11)
+		args[2].set(i, 0.0); // select's condition false
+	const auto to_layout = [&](int64_t cols, int64_t dense, int64_t at) {
+		return insn(NEURON_TILE_OP_TENSOR_COPY, {tile(l, kP, cols, at), sbuf(f32, kP, cols, {dense})});
+	};
+	std::vector<neuron_tile_insn> p{load(1, kP, kF, 0),
+					load(2, kP, kF, 1024),
+					load(3, kP, 1, 2048),
+					to_layout(kF, 0, kX),
+					to_layout(kF, 1024, kY),
+					to_layout(1, 2048, kB),
+					op(tile(l, kP, kF, kOut), tile(l, kP, kF, kX), tile(l, kP, kF, kY), tile(l, kP, 1, kB)),
+					insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, kP, kF, {kDense}), tile(l, kP, kF, kOut)}),
+					store(0, kP, kF, kDense)};
+	th::run(p, args);
+	return args;
+}
+
+bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// Each layout's result against want(x, y, b, p, f) in f32 (x, y, b as stored),
+// within rel (0: exact) and, in bf16, its rounding.
+void check_op(const char *what,
+	      const std::function<neuron_tile_insn(neuron_tile_ap, neuron_tile_ap, neuron_tile_ap, neuron_tile_ap)> &op,
+	      const std::function<float(float, float, float, int64_t, int64_t)> &want, double rel = 0)
+{
+	for (const Layout &l : kLayouts) {
+		const std::vector<Arg> args = run_in_layout(l, op);
+		for (int64_t p = 0; p < kP; ++p)
+			for (int64_t f = 0; f < kF; ++f) {
+				const int64_t i = p * kF + f;
+				const float x = static_cast<float>(stored(l, args[1].get(i)));
+				const float y = static_cast<float>(stored(l, args[2].get(i)));
+				const float b = static_cast<float>(stored(l, args[3].get(p)));
+				const double w = stored(l, want(x, y, b, p, f)), got = args[0].get(i);
+				const bool ok = rel == 0 ? same(got, w) : (same(got, w) || std::fabs(got - w) <= rel * std::fabs(w));
+				cr_assert(ok, "%s, %s, [%lld, %lld]: %.9g, want %.9g", what, l.name, (long long)p, (long long)f,
+					  got, w);
+			}
+	}
+}
+
+using Ap = neuron_tile_ap;
+
+} // namespace
+
+Test(tile_engines, vector_ops_agree_in_place_strided_and_bf16)
+{
+	check_op(
+		"exp(x * 0.5 + b + 0.25)",
+		[](Ap o, Ap x, Ap, Ap b) {
+			neuron_tile_insn in = insn(NEURON_TILE_OP_ACTIVATION, {o, x, b}, NEURON_PW_EXP);
+			in.f[0] = 0.5;
+			in.f[1] = 0.25;
+			return in;
+		},
+		[](float x, float, float b, int64_t, int64_t) { return static_cast<float>(std::exp(x * 0.5f + b + 0.25f)); },
+		1e-6);
+	check_op(
+		"x * -2 + 1",
+		[](Ap o, Ap x, Ap, Ap) {
+			neuron_tile_insn in = insn(NEURON_TILE_OP_ACTIVATION, {o, x});
+			in.f[0] = -2;
+			in.f[1] = 1;
+			return in;
+		},
+		[](float x, float, float, int64_t, int64_t) { return x * -2.0f + 1.0f; });
+	check_op(
+		"silu(x + b)",
+		[](Ap o, Ap x, Ap, Ap b) {
+			neuron_tile_insn in = insn(NEURON_TILE_OP_ACTIVATION, {o, x, b}, NEURON_PW_SILU);
+			in.f[0] = 1;
+			return in;
+		},
+		[](float x, float, float b, int64_t, int64_t) {
+			const float a = x + b;
+			return static_cast<float>(a / (1.0 + std::exp(-static_cast<double>(a))));
+		},
+		1e-6);
+	for (uint32_t fn : {NEURON_PW_ADD, NEURON_PW_MUL, NEURON_PW_SUB, NEURON_PW_MAXIMUM, NEURON_PW_MINIMUM})
+		check_op(
+			"tensor_tensor", [fn](Ap o, Ap x, Ap y, Ap) { return insn(NEURON_TILE_OP_TENSOR_TENSOR, {o, x, y}, fn); },
+			[fn](float x, float y, float, int64_t, int64_t) {
+				switch (fn) {
+				case NEURON_PW_ADD: return x + y;
+				case NEURON_PW_MUL: return x * y;
+				case NEURON_PW_SUB: return x - y;
+				case NEURON_PW_MAXIMUM: return x != x || y != y ? NAN : std::max(x, y);
+				default: return x != x || y != y ? NAN : std::min(x, y);
+				}
+			});
+	check_op(
+		"x + b (b broadcast)", [](Ap o, Ap x, Ap, Ap b) { return insn(NEURON_TILE_OP_TENSOR_TENSOR, {o, x, b}, NEURON_PW_ADD); },
+		[](float x, float, float b, int64_t, int64_t) { return x + b; });
+	for (uint32_t fn : {NEURON_PW_ADD, NEURON_PW_MUL, NEURON_PW_SUB, NEURON_PW_MAXIMUM, NEURON_PW_MINIMUM, NEURON_PW_DIV})
+		for (uint8_t flags : {uint8_t{0}, uint8_t{NEURON_TILE_REVERSE}})
+			check_op(
+				"tensor_scalar",
+				[fn, flags](Ap o, Ap x, Ap, Ap) {
+					neuron_tile_insn in = insn(NEURON_TILE_OP_TENSOR_SCALAR, {o, x}, fn, flags);
+					in.f[0] = 0.75;
+					return in;
+				},
+				[fn, flags](float x, float, float, int64_t, int64_t) {
+					const float a = flags ? 0.75f : x, b = flags ? x : 0.75f;
+					switch (fn) {
+					case NEURON_PW_ADD: return a + b;
+					case NEURON_PW_MUL: return a * b;
+					case NEURON_PW_SUB: return a - b;
+					case NEURON_PW_DIV: return a / b;
+					case NEURON_PW_MAXIMUM: return a != a || b != b ? NAN : (a < b ? b : a);
+					default: return a != a || b != b ? NAN : (b < a ? b : a);
+					}
+				});
+	for (uint32_t fn = NEURON_CMP_EQ; fn < NEURON_CMP_COUNT_; ++fn)
+		for (bool scalar : {false, true})
+			check_op(
+				"compare",
+				[fn, scalar](Ap o, Ap x, Ap y, Ap) {
+					neuron_tile_insn in = scalar ? insn(NEURON_TILE_OP_COMPARE, {o, x}, fn)
+								     : insn(NEURON_TILE_OP_COMPARE, {o, x, y}, fn);
+					in.f[0] = 0.5;
+					return in;
+				},
+				[fn, scalar](float x, float y, float, int64_t, int64_t) {
+					const float b = scalar ? 0.5f : y;
+					const bool r[] = {x == b, x != b, x < b, x <= b, x > b, x >= b};
+					return r[fn] ? 1.0f : 0.0f;
+				});
+	for (bool scalar : {false, true})
+		check_op(
+			"select on y",
+			[scalar](Ap o, Ap x, Ap y, Ap) {
+				neuron_tile_insn in = scalar ? insn(NEURON_TILE_OP_SELECT, {o, y, x}) : insn(NEURON_TILE_OP_SELECT, {o, y, x, y});
+				in.f[0] = -INFINITY;
+				return in;
+			},
+			[scalar](float x, float y, float, int64_t, int64_t) { return y != 0.0f ? x : scalar ? -INFINITY : y; });
+	check_op(
+		"iota", [](Ap o, Ap, Ap, Ap) {
+			neuron_tile_insn in = insn(NEURON_TILE_OP_IOTA, {o});
+			in.base = Affine{-100}.get();
+			in.i[0] = -3;
+			in.i[1] = 2;
+			return in;
+		},
+		[](float, float, float, int64_t p, int64_t f) { return static_cast<float>(-100 - 3 * p + 2 * f); });
+}
+
+// REDUCE in each layout: sum (f32-accurate), max and min (exact, NaN propagates:
+// row 5 holds one), rows of 43 and of 300 elements.
+Test(tile_engines, reductions_agree_in_place_strided_and_bf16)
+{
+	for (const Layout &l : kLayouts)
+		for (int64_t F : {int64_t{43}, int64_t{300}})
+			for (uint32_t fn : {NEURON_PW_ADD, NEURON_PW_MAXIMUM, NEURON_PW_MINIMUM}) {
+				std::vector<Arg> args{Arg(f32, kP), Arg(f32, kP * F)};
+				ref::Rng rng(22);
+				args[1].fill_random(rng, -5, 5);
+				args[1].set(5 * F + F / 2, NAN);
+				std::vector<neuron_tile_insn> p{
+					load(1, kP, F, 0),
+					insn(NEURON_TILE_OP_TENSOR_COPY, {tile(l, kP, F, kX), sbuf(f32, kP, F)}),
+					insn(NEURON_TILE_OP_REDUCE, {sbuf(f32, kP, 1, {kOut}), tile(l, kP, F, kX)}, fn),
+					store(0, kP, 1, kOut)};
+				th::run(p, args);
+				for (int64_t r = 0; r < kP; ++r) {
+					double want = fn == NEURON_PW_ADD ? 0 : fn == NEURON_PW_MAXIMUM ? -INFINITY : INFINITY;
+					for (int64_t c = 0; c < F; ++c) {
+						const double v = stored(l, args[1].get(r * F + c));
+						want = fn == NEURON_PW_ADD ? want + v
+						       : v != v || want != want ? NAN
+						       : fn == NEURON_PW_MAXIMUM ? std::max(want, v)
+										 : std::min(want, v);
+					}
+					const double got = args[0].get(r);
+					cr_assert(same(got, static_cast<float>(want)) || std::fabs(got - want) <= 1e-6 * F,
+						  "%s, F %lld, fn %u, row %lld: %.9g, want %.9g", l.name, (long long)F, fn,
+						  (long long)r, got, want);
+				}
+			}
+}
+
+// TRANSPOSE from an f32 tile (read in place) and from a bf16 one (converted), exact.
+Test(tile_engines, transpose_in_place_and_bf16)
+{
+	for (const Layout &l : kLayouts) {
+		const int64_t P = 40, F = 37;
+		std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F)};
+		ref::Rng rng(23);
+		args[1].fill_random(rng);
+		std::vector<neuron_tile_insn> p{
+			load(1, P, F), insn(NEURON_TILE_OP_TENSOR_COPY, {tile(l, P, F, kX), sbuf(f32, P, F)}),
+			insn(NEURON_TILE_OP_TRANSPOSE, {psum(F, P), tile(l, P, F, kX)}),
+			insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, F, P, {kOut}), psum(F, P)}), store(0, F, P, kOut)};
+		th::run(p, args);
+		for (int64_t i = 0; i < P; ++i)
+			for (int64_t j = 0; j < F; ++j)
+				cr_assert_eq(args[0].get(j * P + i), stored(l, args[1].get(i * F + j)), "%s [%lld, %lld]", l.name,
+					     (long long)i, (long long)j);
+	}
+}
+
+// [P, 1] ops (an online softmax's statistics) walk their partitions as one row:
+// exp(x - y) and max(x, y) per partition, f32 and bf16, with a partition mask
+// (rows past it keep the memset's 7).
+Test(tile_engines, column_ops_with_partition_mask)
+{
+	const int64_t P = 100, rows = 77;
+	for (const Layout &l : {kLayouts[0], kLayouts[2]})
+		for (uint32_t fn : {NEURON_PW_EXP, NEURON_PW_MAXIMUM}) {
+			std::vector<Arg> args{Arg(f32, P), Arg(f32, P), Arg(f32, P)};
+			ref::Rng rng(24);
+			args[1].fill_random(rng, -2, 2);
+			args[2].fill_random(rng, -2, 2);
+			args[1].set(9, NAN);
+			const auto col = [&](int64_t at) { return tile(l, P, 1, at); };
+			neuron_tile_insn op = fn == NEURON_PW_EXP
+						      ? insn(NEURON_TILE_OP_ACTIVATION, {col(kOut), col(kX), col(kY)}, fn)
+						      : insn(NEURON_TILE_OP_TENSOR_TENSOR, {col(kOut), col(kX), col(kY)}, fn);
+			op.f[0] = 1;
+			neuron_tile_insn neg = insn(NEURON_TILE_OP_TENSOR_SCALAR, {col(kY), col(kY)}, NEURON_PW_MUL);
+			neg.f[0] = fn == NEURON_PW_EXP ? -1.0 : 1.0;
+			neuron_tile_insn init = insn(NEURON_TILE_OP_MEMSET, {col(kOut)});
+			init.f[0] = 7;
+			std::vector<neuron_tile_insn> p{
+				load(1, P, 1, 0), load(2, P, 1, 1024),
+				insn(NEURON_TILE_OP_TENSOR_COPY, {col(kX), sbuf(f32, P, 1)}),
+				insn(NEURON_TILE_OP_TENSOR_COPY, {col(kY), sbuf(f32, P, 1, {1024})}), neg, init,
+				masked(op, 0, {}, rows, 0), insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, P, 1, {kDense}), col(kOut)}),
+				store(0, P, 1, kDense)};
+			th::run(p, args);
+			for (int64_t r = 0; r < P; ++r) {
+				const float x = static_cast<float>(stored(l, args[1].get(r)));
+				const float y = static_cast<float>(stored(l, args[2].get(r)));
+				const float w = r >= rows ? 7.0f
+						: fn == NEURON_PW_EXP ? static_cast<float>(std::exp(static_cast<double>(x + -y + 0.0f)))
+						: x != x ? NAN : std::max(x, y);
+				const double want = stored(l, w), got = args[0].get(r);
+				cr_assert(same(got, want) || std::fabs(got - want) <= 1e-6 * std::fabs(want) + (l.dtype == f32 ? 0 : 8e-3 * std::fabs(want)),
+					  "%s fn %u row %lld: %.9g, want %.9g", l.name, fn, (long long)r, got, want);
+			}
+		}
 }

@@ -285,15 +285,48 @@ def _load_T(view):
     return _f32(nl.load(view.T, fill=0.0))
 
 
+def _mask(s, i, j, S, tail, diagonal):
+    """-inf past the keys' end (tail) and above the diagonal (diagonal: the causal tile j == i)."""
+    if tail and S % P:
+        col = nl.iota((P, P), base=j * P)
+        s = nl.where(col < float(S), s, float("-inf"))
+    if diagonal:
+        col_minus_row = nl.iota((P, P), base=j * P - i * P, partition_step=-1)
+        s = nl.where(col_minus_row <= 0.0, s, float("-inf"))
+    return s
+
+
+def _attend(qT, k, v, b, i, j, scale, S, m, l, acc, tail, diagonal):
+    """One key tile j of query tile i's online softmax: m, l, acc updated in place.
+    With scale > 0 the raw scores stay unscaled and the exp activation scales them
+    (exp(raw * scale - m)), and the row max is max(raw) * scale: the same bits as
+    scaling first (rounding is monotonic), one pass over the tile fewer."""
+    kr = slice(j * P, j * P + P)
+    raw = nl.nc_matmul(qT, _load_T(k[b, kr, :]))
+    pre = scale > 0
+    s = _mask(raw if pre else nl.tensor_scalar("mul", raw, scale), i, j, S, tail, diagonal)
+    row_max = nl.max(s, axis=1)
+    m_new = nl.maximum(m, nl.tensor_scalar("mul", row_max, scale) if pre else row_max)
+    neg_m = nl.tensor_scalar("mul", m_new, -1.0)
+    p = nl.activation("exp", s, scale=scale if pre else 1.0, bias=neg_m)
+    corr = nl.activation("exp", m, bias=neg_m)
+    nl.assign(l, l * corr + nl.sum(p, axis=1))
+    vt = _f32(nl.load(v[b, kr, :], fill=0.0))
+    pv = nl.nc_matmul(nl.copy(nl.transpose(p)), vt)
+    nl.assign(acc, acc * corr + pv)
+    nl.assign(m, m_new)
+
+
 @kernel
 def flash_attention_forward(out, lse, q, k, v, scale=1.0, causal=False):
     """out = softmax(q k^T * scale [+ causal mask]) v per (batch*head), q/k/v [BH, S, D]
     (D <= 128), and lse [BH, S, 1] (each row's log-sum-exp, for the backward). Query
     tiles of 128 rows sweep the key tiles with a running max and sum (online softmax):
     the scores live in PSUM/SBUF one 128 x 128 tile at a time, never in HBM.
-    Causal: query tile i sweeps key tiles 0..i only (the tiles above the diagonal are
-    entirely masked: not loaded, not computed); the query loop is unrolled at trace
-    time (static_range) so that each sweep's length is static."""
+    Causal: query tile i sweeps key tiles 0..i-1 unmasked (full tiles below the
+    diagonal), then the diagonal tile i with the causal and tail masks (the tiles
+    above it are entirely masked: not loaded, not computed); the query loop is
+    unrolled at trace time (static_range) so that each sweep's length is static."""
     BH, S, D = q.shape
     if D > P:
         raise KernelError(f"flash attention takes head dims up to {P}, not {D}")
@@ -305,18 +338,15 @@ def flash_attention_forward(out, lse, q, k, v, scale=1.0, causal=False):
             m = nl.full((P, 1), float("-inf"))
             l = nl.zeros((P, 1))
             acc = nl.zeros((P, D))
-            for j in nl_sequential(i + 1 if causal else T):
-                kr = slice(j * P, j * P + P)
-                s = _scores(qT, _load_T(k[b, kr, :]), scale, i, j, S, causal)
-                m_new = nl.maximum(m, nl.max(s, axis=1))
-                neg_m = nl.tensor_scalar("mul", m_new, -1.0)
-                p = nl.activation("exp", s, bias=neg_m)
-                corr = nl.activation("exp", m, bias=neg_m)
-                nl.assign(l, l * corr + nl.sum(p, axis=1))
-                vt = _f32(nl.load(v[b, kr, :], fill=0.0))
-                pv = nl.nc_matmul(nl.copy(nl.transpose(p)), vt)
-                nl.assign(acc, acc * corr + pv)
-                nl.assign(m, m_new)
+            state = (scale, S, m, l, acc)
+            if causal:
+                if i > 0:
+                    for j in nl_sequential(i):
+                        _attend(qT, k, v, b, i, j, *state, tail=False, diagonal=False)
+                _attend(qT, k, v, b, i, i, *state, tail=True, diagonal=True)
+            else:
+                for j in nl_sequential(T):
+                    _attend(qT, k, v, b, i, j, *state, tail=True, diagonal=False)
             nl.store(out[b, qr, :], acc * nl.reciprocal(l))
             nl.store(lse[b, qr, :], m + nl.log(l))
 

@@ -1,0 +1,190 @@
+#include "vector_rows.h"
+
+#include <neuron/cmd.h>
+#include <pointwise_steps.h>
+#include <vmath.h>
+
+#include <cmath>
+
+namespace neuron::tile::rows {
+
+namespace {
+
+// pw_max_min's rule in f32 (a compare of two floats is the same in double):
+// NaN propagates; otherwise a unless a < b (max) or b < a (min).
+inline float max_min(float a, float b, bool max)
+{
+	return (a != a || b != b) ? NAN : (max ? (a < b ? b : a) : (b < a ? b : a));
+}
+
+template <class Cmp> void compare_with(float *o, const float *a, const float *b, float s, int64_t n, Cmp cmp)
+{
+	if (b)
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = cmp(a[i], b[i]) ? 1.0f : 0.0f;
+	else
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = cmp(a[i], s) ? 1.0f : 0.0f;
+}
+
+} // namespace
+
+NK_HOT void activation(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n)
+{
+	// The formula of the block loop it replaces, term for term (a * scale + 0 + bias
+	// without a bias tensor: the + 0 turns -0 into +0 as before).
+	if (fn == NEURON_PW_EXP) { // the softmax step: one pass, exp_f32 inlined
+		if (b)
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = kernels::exp_f32(a[i] * scale + b[i] + bias);
+		else
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = kernels::exp_f32(a[i] * scale + 0.0f + bias);
+		return;
+	}
+	if (b)
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = a[i] * scale + b[i] + bias;
+	else
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = a[i] * scale + 0.0f + bias;
+	if (fn)
+		kernels::pw_eval(static_cast<uint8_t>(fn), o, o, o, n);
+}
+
+NK_HOT void compare(uint32_t fn, float *o, const float *a, const float *b, float s, int64_t n)
+{
+	switch (fn) {
+	case NEURON_CMP_EQ: compare_with(o, a, b, s, n, [](float x, float y) { return x == y; }); break;
+	case NEURON_CMP_NE: compare_with(o, a, b, s, n, [](float x, float y) { return x != y; }); break;
+	case NEURON_CMP_LT: compare_with(o, a, b, s, n, [](float x, float y) { return x < y; }); break;
+	case NEURON_CMP_LE: compare_with(o, a, b, s, n, [](float x, float y) { return x <= y; }); break;
+	case NEURON_CMP_GT: compare_with(o, a, b, s, n, [](float x, float y) { return x > y; }); break;
+	default: compare_with(o, a, b, s, n, [](float x, float y) { return x >= y; }); break;
+	}
+}
+
+NK_HOT void select(float *o, const float *c, const float *a, const float *b, float s, int64_t n)
+{
+	if (b)
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = c[i] != 0.0f ? a[i] : b[i];
+	else
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = c[i] != 0.0f ? a[i] : s;
+}
+
+NK_HOT void tensor_scalar(uint32_t fn, float *o, const float *a, float s, bool reverse, int64_t n)
+{
+	switch (fn) {
+	case NEURON_PW_ADD:
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = reverse ? s + a[i] : a[i] + s;
+		return;
+	case NEURON_PW_MUL:
+		for (int64_t i = 0; i < n; ++i)
+			o[i] = reverse ? s * a[i] : a[i] * s;
+		return;
+	case NEURON_PW_SUB:
+		if (reverse)
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = s - a[i];
+		else
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = a[i] - s;
+		return;
+	case NEURON_PW_MAXIMUM:
+	case NEURON_PW_MINIMUM: {
+		const bool max = fn == NEURON_PW_MAXIMUM;
+		if (reverse)
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = max_min(s, a[i], max);
+		else
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = max_min(a[i], s, max);
+		return;
+	}
+	default: { // the rest through pw_eval, the scalar spread over a block
+		constexpr int64_t kChunk = 256;
+		float sv[kChunk];
+		for (int64_t i = 0; i < kChunk; ++i)
+			sv[i] = s;
+		for (int64_t i = 0; i < n; i += kChunk) {
+			const int64_t m = n - i < kChunk ? n - i : kChunk;
+			if (reverse)
+				kernels::pw_eval(static_cast<uint8_t>(fn), o + i, sv, a + i, m);
+			else
+				kernels::pw_eval(static_cast<uint8_t>(fn), o + i, a + i, sv, m);
+		}
+	}
+	}
+}
+
+NK_HOT void iota(float *o, int64_t base, int64_t step, int64_t n)
+{
+	// int32 arithmetic when every value fits (vector converts; the f32 rounding of an
+	// int32 is that of the same int64), else int64 (scalar converts on AVX2)
+	const int64_t lim = int64_t{1} << 30;
+	if (base > -lim && base < lim && step > -lim && step < lim && n < lim &&
+	    std::abs(static_cast<double>(step) * static_cast<double>(n)) < static_cast<double>(lim)) {
+		const int32_t b = static_cast<int32_t>(base), s = static_cast<int32_t>(step);
+		for (int32_t e = 0; e < static_cast<int32_t>(n); ++e)
+			o[e] = static_cast<float>(b + s * e);
+		return;
+	}
+	for (int64_t e = 0; e < n; ++e)
+		o[e] = static_cast<float>(base + step * e);
+}
+
+NK_HOT double sum_row(const float *x, int64_t n)
+{
+	constexpr int W = 8;
+	double s[W] = {};
+	int64_t i = 0;
+	for (; i + W <= n; i += W)
+		for (int j = 0; j < W; ++j)
+			s[j] += static_cast<double>(x[i + j]);
+	for (; i < n; ++i)
+		s[0] += static_cast<double>(x[i]);
+	double r = 0.0;
+	for (int j = 0; j < W; ++j)
+		r += s[j];
+	return r;
+}
+
+NK_HOT float extreme_row(const float *x, int64_t n, bool max)
+{
+	bool nan = false;
+	float r;
+	if (max) {
+		r = kernels::max_f32(x, n, &nan);
+	} else { // max_f32's lanes with the compare turned
+		constexpr int W = 8;
+		float m[W];
+		int bad[W];
+		for (int j = 0; j < W; ++j) {
+			m[j] = __builtin_inff();
+			bad[j] = 0;
+		}
+		int64_t i = 0;
+		for (; i + W <= n; i += W)
+			for (int j = 0; j < W; ++j) {
+				const float v = x[i + j];
+				m[j] = v < m[j] ? v : m[j];
+				bad[j] |= v != v;
+			}
+		for (; i < n; ++i) {
+			m[0] = x[i] < m[0] ? x[i] : m[0];
+			bad[0] |= x[i] != x[i];
+		}
+		r = m[0];
+		for (int j = 1; j < W; ++j) {
+			r = m[j] < r ? m[j] : r;
+			bad[0] |= bad[j];
+		}
+		nan = bad[0] != 0;
+	}
+	return nan ? NAN : r;
+}
+
+} // namespace neuron::tile::rows

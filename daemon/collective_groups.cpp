@@ -169,7 +169,7 @@ void CollectiveGroups::join(const Tenant &channel, const api::CollectiveJoin &re
 					    "' has joined already");
 	}
 	g->members[req.rank()] = Member{channel.id(), member->id(), member->context(), member->peer().pid, false,
-					std::move(waiting), std::nullopt, 0, 0, nullptr};
+					std::move(waiting), std::nullopt, 0, 0, nullptr, {}};
 	NLOG_INFO("collective.join", member->log_fields() + " group=" + std::to_string(g->id) + " rank=" +
 					     std::to_string(req.rank()) + "/" + std::to_string(req.world_size()));
 	if (std::any_of(g->members.begin(), g->members.end(), [](const auto &m) { return !m; }))

@@ -94,29 +94,6 @@ def _unsupported(rank, world):
     return {"message": msg, "type": kind, "all_reduce_after": after}
 
 
-def _ddp(rank, world, neuron_pg, steps, global_batch):
-    """models of dist_reference with DDP on the neuron group; the rank's losses and
-    the final parameters."""
-    import torch.nn as nn
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from dist_reference import make_batches, make_model
-
-    model = make_model().to("neuron")
-    ddp = DDP(model, process_group=neuron_pg)  # through the neuron backend alone
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    per = global_batch // world
-    losses = []
-    for x, y in make_batches(steps, global_batch):
-        xs, ys = x[rank * per:(rank + 1) * per].to("neuron"), y[rank * per:(rank + 1) * per].to("neuron")
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(ddp(xs), ys)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return {"losses": losses, "params": [p.detach().cpu().numpy() for p in model.parameters()]}
-
-
 def two_hosts(rank, world, _store_path, hosts, steps, global_batch, fsdp_steps, fsdp_batch):
     """Everything the test checks, in one process per rank (starting 4 ranks costs
     more than the checks): the collective cases, broadcast from every root, an
@@ -138,7 +115,7 @@ def two_hosts(rank, world, _store_path, hosts, steps, global_batch, fsdp_steps, 
     unsupported = _unsupported(rank, world)
     neuron_pg = dist.new_group(backend="neuron")
     barrier_s = _late_barrier(rank, world, neuron_pg)
-    out = _ddp(rank, world, neuron_pg, steps, global_batch)
+    out = dist_workers.ddp_steps(rank, world, steps, global_batch, process_group=neuron_pg)
     from dist_parallel_workers import fsdp2_steps
 
     fsdp = fsdp2_steps(rank, world, fsdp_steps, fsdp_batch)

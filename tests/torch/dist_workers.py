@@ -220,19 +220,18 @@ def dies(rank, world, store_path, mode):
     return {"message": None}
 
 
-def ddp_train(rank, world, store_path, steps, global_batch):
-    """Trains models.tiny_mlp with DDP on neuron; returns the per-step losses (rank's
-    share, averaged over ranks by the caller) and the final parameters."""
+def ddp_steps(rank, world, steps, global_batch, process_group=None):
+    """Trains dist_reference's model with DDP on neuron (the default group, or
+    process_group) on this rank's share of each global batch; the per-step losses
+    (averaged over ranks by the caller) and the final parameters."""
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from dist_reference import make_model, make_batches
 
-    torch.neuron.set_device(0)
-    _init(rank, world, store_path, backend="neuron")
     model = make_model().to("neuron")
-    ddp = DDP(model)
+    ddp = DDP(model, process_group=process_group)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     per = global_batch // world
     losses = []
@@ -245,6 +244,13 @@ def ddp_train(rank, world, store_path, steps, global_batch):
         losses.append(loss.item())
     # numpy arrays travel by value (a tensor would be shared memory of a process that exits)
     return {"losses": losses, "params": [p.detach().cpu().numpy() for p in model.parameters()]}
+
+
+def ddp_train(rank, world, store_path, steps, global_batch):
+    """ddp_steps on a "neuron" group of its own."""
+    torch.neuron.set_device(0)
+    _init(rank, world, store_path, backend="neuron")
+    return ddp_steps(rank, world, steps, global_batch)
 
 
 def barrier_waits(rank, world, store_path):

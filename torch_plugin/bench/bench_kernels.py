@@ -5,7 +5,7 @@
              PSUM) against `a @ b` on `neuron` (one MATMUL command), device work
              included (goal >= 0.8x: kernel throughput / opcode throughput)
   flash    : the library's flash attention (causal, forward) against
-             F.scaled_dot_product_attention on neuron at S = 512..2048 (B 1, 4 heads, D 64):
+             F.scaled_dot_product_attention on neuron at S = 512..4096 (B 1, 4 heads, D 64):
              time (goal >= 1x from 2048) and device memory peak above the inputs (goal O(S))
   launch   : per-call cost of a kernel that moves one element (one EXEC_PROGRAM of a
              one-node program) against one chip command on one element (an add), as a
@@ -85,7 +85,7 @@ def main():
         sync()
         return (torch.neuron.max_memory_allocated() - base) / 2**20
 
-    for S in (512, 1024, 2048):
+    for S in (512, 1024, 2048, 4096):
         q, k, v = (torch.randn(1, 4, S, 64, device="neuron") for _ in range(3))
         fa = lambda: kl.flash_attention(q, k, v, causal=True)  # noqa: E731
         sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731

@@ -72,6 +72,9 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 			throw std::runtime_error("bad --schedule: " + err);
 		policy_.set(p);
 	}
+	started_policy_ = policy_.config();
+	for (int p = 0; p < sched::kPoolCount; ++p)
+		started_pools_[p] = capacity_.limits(static_cast<Pool>(p));
 	// Engine threads report through the event bus, which hops onto this thread.
 	devices_.on_fault = [this](const backend::Queue &q, uint32_t code, uint64_t seq, const std::string &reason) {
 		NLOG_WARN("queue.fault", "tenant=" + std::to_string(q.tenant().id()) + " queue=" + std::to_string(q.id()) + " device=" + std::to_string(q.device()) +

@@ -73,6 +73,9 @@ public:
 	void rekey(uint64_t old_id, uint64_t new_id);
 
 private:
+	// Run-time capacity settings across a restart (settings_keep.cpp).
+	void save_settings(state::Daemon *out) const;
+	void adopt_settings(const state::Daemon &d);
 
 	void accept();
 
@@ -83,6 +86,10 @@ private:
 	Leases leases_;
 	Capacity capacity_;
 	Policy policy_;
+	// What the flags and config file set (SetPolicy and SetPool change them at run
+	// time): a restart keeps a run-time change only while these stay the same.
+	api::PolicyConfig started_policy_;
+	PoolLimits started_pools_[sched::kPoolCount];
 	Limits limits_;
 	size_t max_host_buffers_;
 	boost::asio::steady_timer telemetry_timer_;

@@ -37,6 +37,7 @@ void Server::save_state()
 	for (const auto &[id, t] : orphans_)
 		t->save(d.add_tenants());
 	capacity_.save(&d);
+	save_settings(&d);
 	if (auto err = journal_->save(d); !err.empty())
 		NLOG_ERROR("state.journal_failed", "error=" + quoted(err));
 }
@@ -75,6 +76,7 @@ size_t Server::adopt_state()
 		orphans_.emplace(t->id(), std::move(t));
 	}
 	journal_->adopt_progress(slots);
+	adopt_settings(*d);
 	// The loans after the tenants: their queues hold the borrowers' logical cores
 	// (a loan to a pool with none would go home at the next tenant exit).
 	if (auto problems = capacity_.adopt(*d); !problems.empty())

@@ -93,10 +93,12 @@ bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 	case api::Request::kSetPolicy: {
 		if (!require_admin("SetPolicy", resp))
 			return true;
-		if (auto err = server_.policy().set(req.set_policy().policy()); !err.empty())
+		if (auto err = server_.policy().set(req.set_policy().policy()); !err.empty()) {
 			fail(resp, api::ERROR_INVALID_ARGUMENT, err);
-		else
+		} else {
+			server_.save_state(); // a restart keeps it (settings_keep.cpp)
 			resp->mutable_ok();
+		}
 		return true;
 	}
 	case api::Request::kSetPool: {
@@ -108,10 +110,12 @@ bool Session::dispatch_capacity(const api::Request &req, api::Response *resp)
 			fail(resp, api::ERROR_INVALID_ARGUMENT, "SetPool.pool must be inference or training");
 			return true;
 		}
-		if (auto err = cap.set_limits(*pool, p.min_cores(), p.max_cores()); !err.empty())
+		if (auto err = cap.set_limits(*pool, p.min_cores(), p.max_cores()); !err.empty()) {
 			fail(resp, api::ERROR_INVALID_ARGUMENT, err);
-		else
+		} else {
+			server_.save_state();
 			resp->mutable_ok();
+		}
 		return true;
 	}
 	case api::Request::kSetWeight: {

@@ -4,6 +4,7 @@
 // CPU, and each program replay runs exactly once (replays accumulate into their
 // output, so a lost replay leaves it lower and one run twice higher).
 #include "daemon_test.h"
+#include "restart_admin.h"
 #include "restart_test.h"
 
 #include <ctl_client.h>
@@ -357,29 +358,6 @@ DAEMON_TEST(restart_kept, event_subscription_survives_kill9)
 	after.close();
 	before.close();
 }
-
-namespace {
-
-neuron::api::Response admin(neuron::api::Request &req)
-{
-	neuron::tools::CtlClient c;
-	std::string error;
-	cr_assert(c.connect(g_daemon->socket_path(), "restart-admin", &error), "%s", error.c_str());
-	neuron::api::Response resp;
-	cr_assert(c.call(req, &resp, &error), "%s", error.c_str());
-	return resp;
-}
-
-neuron::api::CapacityReply capacity()
-{
-	neuron::api::Request req;
-	req.mutable_get_capacity();
-	neuron::api::Response r = admin(req);
-	cr_assert(r.has_capacity(), "GetCapacity: %s", r.has_error() ? r.error().message().c_str() : "no reply");
-	return r.capacity();
-}
-
-} // namespace
 
 // A loan between pools survives kill -9s: after each restart GetCapacity lists it
 // active under its id, its core held by the borrower, and the lender can take it

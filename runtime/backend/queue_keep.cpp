@@ -23,56 +23,11 @@ bool overlaps(const neuron_tensor_desc &da, uint64_t ka, uint64_t na, const neur
 	return ka < kb + nb && kb < ka + na;
 }
 
-// Ops whose outputs are a function of their inputs alone: every element written is
-// overwritten, never read first (for those in the table; the rest read or
-// accumulate into what they write, or write only part of it from a state that
-// itself changes: an undo record makes them exact).
-bool overwrites_outputs(const neuron_cmd &cmd)
-{
-	switch (cmd.opcode) {
-	case NEURON_OP_NOP:
-	case NEURON_OP_FILL:
-	case NEURON_OP_COPY:
-	case NEURON_OP_ADD:
-	case NEURON_OP_SUB:
-	case NEURON_OP_MUL:
-	case NEURON_OP_DIV:
-	case NEURON_OP_ADD_SCALAR:
-	case NEURON_OP_SUB_SCALAR:
-	case NEURON_OP_MUL_SCALAR:
-	case NEURON_OP_DIV_SCALAR:
-	case NEURON_OP_RELU:
-	case NEURON_OP_GELU:
-	case NEURON_OP_SILU:
-	case NEURON_OP_TANH:
-	case NEURON_OP_EXP:
-	case NEURON_OP_SOFTMAX:
-	case NEURON_OP_UNARY_MATH:
-	case NEURON_OP_BINARY_MATH:
-	case NEURON_OP_COMPARE:
-	case NEURON_OP_COMPARE_SCALAR:
-	case NEURON_OP_WHERE:
-	case NEURON_OP_LOG_SOFTMAX:
-	case NEURON_OP_INDEX_SELECT:
-	case NEURON_OP_GATHER:
-	case NEURON_OP_ARG_REDUCE:
-		return true;
-	case NEURON_OP_MATMUL: // beta * out is read unless beta is 0
-		return cmd.fscalars.f[1] == 0.0;
-	case NEURON_OP_SUM:
-	case NEURON_OP_MEAN:
-	case NEURON_OP_AMAX:
-		return !(cmd.iscalars[1] & NEURON_REDUCE_ACCUMULATE);
-	default:
-		return false;
-	}
-}
-
 } // namespace
 
 bool rerun_is_exact(const neuron_cmd &cmd, const gate::Operands &ops)
 {
-	if (!overwrites_outputs(cmd))
+	if (!kernels::overwrites_outputs(cmd))
 		return false;
 	const int n = cmd.num_operands, written = kernels::written_operands(cmd.opcode);
 	for (int w = 0; w < written && w < n; ++w)

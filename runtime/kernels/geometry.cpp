@@ -141,6 +141,47 @@ int written_operands(const neuron_cmd &cmd)
 	return written_operands(cmd.opcode);
 }
 
+bool overwrites_outputs(const neuron_cmd &cmd)
+{
+	switch (cmd.opcode) {
+	case NEURON_OP_NOP:
+	case NEURON_OP_FILL:
+	case NEURON_OP_COPY:
+	case NEURON_OP_ADD:
+	case NEURON_OP_SUB:
+	case NEURON_OP_MUL:
+	case NEURON_OP_DIV:
+	case NEURON_OP_ADD_SCALAR:
+	case NEURON_OP_SUB_SCALAR:
+	case NEURON_OP_MUL_SCALAR:
+	case NEURON_OP_DIV_SCALAR:
+	case NEURON_OP_RELU:
+	case NEURON_OP_GELU:
+	case NEURON_OP_SILU:
+	case NEURON_OP_TANH:
+	case NEURON_OP_EXP:
+	case NEURON_OP_SOFTMAX:
+	case NEURON_OP_UNARY_MATH:
+	case NEURON_OP_BINARY_MATH:
+	case NEURON_OP_COMPARE:
+	case NEURON_OP_COMPARE_SCALAR:
+	case NEURON_OP_WHERE:
+	case NEURON_OP_LOG_SOFTMAX:
+	case NEURON_OP_INDEX_SELECT:
+	case NEURON_OP_GATHER:
+	case NEURON_OP_ARG_REDUCE:
+		return true;
+	case NEURON_OP_MATMUL: // beta * out is read unless beta is 0
+		return cmd.fscalars.f[1] == 0.0;
+	case NEURON_OP_SUM:
+	case NEURON_OP_MEAN:
+	case NEURON_OP_AMAX:
+		return !(cmd.iscalars[1] & NEURON_REDUCE_ACCUMULATE);
+	default:
+		return false;
+	}
+}
+
 namespace {
 
 // Ops with several outputs (operands [0, written)): outputs and inputs all disjoint.

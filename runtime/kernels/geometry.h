@@ -42,6 +42,12 @@ struct ByteRange {
 int written_operands(uint16_t opcode);
 // The same for a whole command: TILE_KERNEL says in i[1] how many it writes.
 int written_operands(const neuron_cmd &cmd);
+// True if the command's written operands are a function of its inputs alone:
+// every element it writes is overwritten, never read first (false for ops that
+// read or accumulate into what they write, or that write only part of it from a
+// state that itself changes). Restart survival (backend/queue_keep.h, program
+// replays) needs no copy of what such a command writes.
+bool overwrites_outputs(const neuron_cmd &cmd);
 // The output rules every backend applies once operands are resolved: operand 0
 // must not overlap itself, nor any input except as the exact in-place view of
 // an op whose output may alias its inputs. ranges[k] belongs to cmd.operands[k]

@@ -15,7 +15,7 @@ uint64_t Program::host_bytes() const
 	uint64_t n = sizeof(*this) + nodes.size() * sizeof(Node);
 	for (const Node &node : nodes)
 		n += node.label.capacity();
-	n += (arg_bytes.size() + buffer_bytes.size() * 2) * sizeof(uint64_t) + arg_written.size();
+	n += (arg_bytes.size() + buffer_bytes.size() * 2) * sizeof(uint64_t) + arg_written.size() + restore_on_rerun.size();
 	for (const auto &t : tiles)
 		n += sizeof(*t) + t->insns.size() * (sizeof(neuron_tile_insn) + sizeof(uint32_t));
 	return n;

@@ -42,6 +42,10 @@ struct Program {
 	uint32_t device = 0;
 	std::vector<uint64_t> arg_bytes;   // declared size of each argument
 	std::vector<uint8_t> arg_written;  // 1 if some node writes the argument
+	// Per argument, then buffer: 1 if a replay writes it and may read bytes of it
+	// it did not overwrite first; only those are saved before a replay so that
+	// one a restart interrupts can run again exactly (rerun_reads.h).
+	std::vector<uint8_t> restore_on_rerun;
 	std::vector<uint64_t> buffer_bytes;
 	std::vector<uint64_t> buffer_address; // where neurond allocated each buffer
 	std::vector<Node> nodes;           // in execution order (a topological order of the edges)

@@ -1,5 +1,7 @@
 #include "validate.h"
 
+#include "rerun_reads.h"
+
 #include <gate/admit.h>
 
 #include <geometry.h>
@@ -18,11 +20,7 @@ namespace {
 constexpr uint64_t kSyntheticBase = 1ull << 44;
 uint64_t synthetic(uint64_t region) { return kSyntheticBase + (region << 40); }
 
-struct Access {
-	uint64_t lo, hi; // bytes [lo, hi) of the region
-	uint32_t pos;    // the node's position in execution order
-	bool write;
-};
+using Access = RegionAccess;
 
 struct Checker {
 	const Description &d;
@@ -183,8 +181,13 @@ std::string Checker::node(uint32_t i, uint32_t pos, Node *n)
 			       std::to_string(size) + " bytes";
 		ranges[k] = {placed.operands[k].addr, extent};
 		const bool write = k < kernels::written_operands(cmd);
+		// A written operand is read too unless the op overwrites its outputs; it
+		// covers its bytes only if it has no gaps (a strided view writes only its
+		// elements).
+		const bool overwrites = write && kernels::overwrites_outputs(cmd);
+		const bool dense = kernels::numel(cmd.operands[k]) * kernels::dtype_size(cmd.operands[k].dtype) == extent;
 		if (extent > 0)
-			accesses[region[k]].push_back({offset, offset + extent, pos, write});
+			accesses[region[k]].push_back({offset, offset + extent, pos, write, !overwrites, overwrites && dense});
 		if (write && region[k] < d.arg_bytes.size())
 			out->arg_written[region[k]] = 1;
 	}
@@ -335,7 +338,10 @@ std::string validate(const Description &d, Program *out)
 	for (uint32_t p = 0; p < topo.size(); ++p)
 		if (auto why = c.node(topo[p], p, &out->nodes[p]); !why.empty())
 			return why;
-	return c.hazards(topo);
+	if (auto why = c.hazards(topo); !why.empty())
+		return why;
+	out->restore_on_rerun = read_before_written(c.accesses);
+	return {};
 }
 
 } // namespace neuron::program

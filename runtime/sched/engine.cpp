@@ -213,8 +213,8 @@ bool Engine::keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, co
 	return true;
 }
 
-// Restart survival of a replay (programs are kept across restarts): its written
-// arguments and its buffers saved in the undo record before its first node, so
+// Restart survival of a replay (programs are kept across restarts): what it may
+// read before it overwrites it saved in the undo record before its first node, so
 // a replay a restart interrupts runs again from its start exactly once. False
 // if it faulted.
 bool Engine::keep_program_before_start(Queue &q, uint64_t seq, const program::Program &p,
@@ -228,11 +228,16 @@ bool Engine::keep_program_before_start(Queue &q, uint64_t seq, const program::Pr
 		const backend::DeviceAllocation *a = m.find_device(q.device(), addr, bytes, &start);
 		ranges.push_back({addr, bytes, a && a->host ? a->host + (addr - start) : nullptr});
 	};
-	for (size_t i = 0; i < p.arg_bytes.size() && i < exec.bindings.size(); ++i)
-		if (i < p.arg_written.size() && p.arg_written[i])
+	// Only what the replay may read before it overwrites it (rerun_reads.h): its
+	// scratch buffers and pure outputs need no copy.
+	const size_t args = p.arg_bytes.size();
+	auto restore = [&](size_t r) { return r < p.restore_on_rerun.size() && p.restore_on_rerun[r]; };
+	for (size_t i = 0; i < args && i < exec.bindings.size(); ++i)
+		if (restore(i))
 			add(exec.bindings[i], p.arg_bytes[i]);
 	for (size_t b = 0; b < p.buffer_address.size(); ++b)
-		add(p.buffer_address[b], p.buffer_bytes[b]);
+		if (restore(args + b))
+			add(p.buffer_address[b], p.buffer_bytes[b]);
 	if (auto err = q.undo()->save_device(seq, ranges); !err.empty()) {
 		fault(q, NEURON_FAULT_EXEC, seq, 0,
 		      "neurond could not save the replay's undo record (needed to survive a restart): " + err);

@@ -41,6 +41,9 @@ neuron_tensor_desc buf(uint32_t index, std::initializer_list<int64_t> sizes)
 // the replay before (zero at registration). After k replays out = (2k - 1) a @ b.
 // A replay run again from its start after its first node would add once more: the
 // long matmul between the two adds is where a kill lands most.
+// With carry false the first add is left out: t is scratch, overwritten by each
+// replay before it is read (not saved before a replay: rerun_reads.h), and after
+// k replays out = k a @ b.
 struct AccumulateProgram {
 	int64_t M, K, N;
 	uint64_t arg_bytes[3];
@@ -49,7 +52,7 @@ struct AccumulateProgram {
 	neuron_program_node nodes[3]{};
 	neuron_program_desc desc{};
 
-	AccumulateProgram(int64_t m, int64_t k, int64_t n)
+	AccumulateProgram(int64_t m, int64_t k, int64_t n, bool carry = true)
 		: M(m), K(k), N(n), arg_bytes{uint64_t(m * k * 4), uint64_t(k * n * 4), uint64_t(m * n * 4)},
 		  buffer_bytes{uint64_t(m * n * 4)}
 	{
@@ -72,6 +75,13 @@ struct AccumulateProgram {
 		desc.buffer_bytes = buffer_bytes;
 		desc.node_count = 3;
 		desc.nodes = nodes;
+		if (!carry) {
+			nodes[1].deps = nullptr;
+			nodes[1].dep_count = 0;
+			nodes[2].deps = dep0;
+			desc.node_count = 2;
+			desc.nodes = nodes + 1;
+		}
 	}
 };
 
@@ -85,9 +95,10 @@ std::vector<float> small_ints(size_t n, uint32_t seed)
 	return v;
 }
 
-// out after `replays` replays: (2 replays - 1) * (a @ b), computed on the CPU.
+// out after `replays` replays: (2 replays - 1) * (a @ b), computed on the CPU
+// (replays * (a @ b) for the program without carry).
 std::vector<double> accumulated(const std::vector<float> &a, const std::vector<float> &b, int64_t M, int64_t K,
-				int64_t N, int replays)
+				int64_t N, int replays, bool carry = true)
 {
 	std::vector<double> ref(size_t(M * N));
 	for (int64_t i = 0; i < M; ++i)
@@ -95,7 +106,7 @@ std::vector<double> accumulated(const std::vector<float> &a, const std::vector<f
 			double s = 0;
 			for (int64_t x = 0; x < K; ++x)
 				s += double(a[size_t(i * K + x)]) * b[size_t(x * N + j)];
-			ref[size_t(i * N + j)] = s * (2 * replays - 1);
+			ref[size_t(i * N + j)] = s * (carry ? 2 * replays - 1 : replays);
 		}
 	return ref;
 }
@@ -181,15 +192,15 @@ DAEMON_TEST(restart_kept, programs_survive_kill9)
 
 // Replays in flight when neurond dies: 160 replays of a program that accumulates
 // into its output (in place: a replay run twice, or partly twice, changes it),
-// queued from a thread while neurond is killed four times. Each runs exactly once:
-// out ends at exactly (2 * 160 - 1) * (a @ b).
-DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
+// queued from a thread while neurond is killed four times. Each must run exactly
+// once: out ends at exactly accumulated(160).
+void replays_survive_kills(bool carry)
 {
 	constexpr int64_t M = 512, K = 256, N = 512;
 	constexpr int kReplays = 160;
 	Tenant t;
 	t.open("restart-replays", 0, 0);
-	AccumulateProgram p(M, K, N);
+	AccumulateProgram p(M, K, N, carry);
 	uint64_t id = 0;
 	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &p.desc, &id));
 	const Operands o = operands(t, M, K, N, 50);
@@ -212,7 +223,8 @@ DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
 	cr_assert_eq(error.load(), NEURON_OK, "submitting failed: %s", neuron_last_error());
 	NEURON_OK_OR_FAIL(neuron_queue_sync(t.core, kWaitNs));
 	cr_assert_eq(fault_of(t.core).code, 0u, "a replay faulted: %s", fault_of(t.core).reason);
-	expect_close(download_f32(t.dma, o.bindings[2], size_t(M * N)), accumulated(o.a, o.b, M, K, N, kReplays), 0, 0,
+	expect_close(download_f32(t.dma, o.bindings[2], size_t(M * N)),
+		     accumulated(o.a, o.b, M, K, N, kReplays, carry), 0, 0,
 		     "out after as many accumulating replays as were submitted (each exactly once)");
 	// The kills must have landed inside replays, or this proves nothing.
 	const size_t restored = count_in_log("outcome=restored_then_rerun");
@@ -221,6 +233,12 @@ DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once)
 	cr_assert(restored >= 1, "no kill landed inside a replay (make them longer)\n%s", g_daemon->log_tail().c_str());
 	t.close();
 }
+
+DAEMON_TEST(restart_kept, program_replays_in_flight_run_exactly_once) { replays_survive_kills(true); }
+
+// The same with t as scratch (t = a @ b; out += t): only out is saved before each
+// replay, t is computed again by the rerun.
+DAEMON_TEST(restart_kept, replays_with_a_scratch_buffer_run_exactly_once) { replays_survive_kills(false); }
 
 namespace {
 

@@ -215,8 +215,16 @@ void replays_survive_kills(bool carry)
 			}
 		}
 	});
+	// Each kill once the queue has run a few more replays and has more to run, so
+	// it lands while a replay runs (a kill between replays proves nothing).
+	const uint64_t base = neuron_queue_completed(t.core); // the operands' fill ran on it
+	uint64_t last = base;
 	for (int kill = 0; kill < 4; ++kill) {
-		sleep_ms(120 + 60 * kill);
+		for (int waited = 0; waited < 20000 && neuron_queue_completed(t.core) < last + 8; ++waited)
+			sleep_ms(1);
+		last = neuron_queue_completed(t.core);
+		if (last - base + 8 >= uint64_t(kReplays))
+			break;
 		kill_neurond();
 	}
 	submitter.join();

@@ -28,8 +28,10 @@ struct Capture {
 };
 
 Capture g_cap;
+thread_local int t_paused = 0; // CapturePause depth on this thread
 
 bool on_capture_thread() { return capture_active() && std::this_thread::get_id() == g_cap.thread; }
+bool paused_here() { return t_paused > 0 && on_capture_thread(); }
 
 void taint_locked(const std::string &why)
 {
@@ -39,9 +41,12 @@ void taint_locked(const std::string &why)
 
 } // namespace
 
+CapturePause::CapturePause() { ++t_paused; }
+CapturePause::~CapturePause() { --t_paused; }
+
 void capture_command(StreamQueues &sq, const neuron_cmd &cmd)
 {
-	if (!capture_active())
+	if (!capture_active() || paused_here())
 		return;
 	std::lock_guard lock(g_cap.mu);
 	if (std::this_thread::get_id() != g_cap.thread) {
@@ -91,7 +96,7 @@ void capture_tile_kernel(StreamQueues &sq, const neuron_cmd &cmd, int64_t key,
 
 void capture_alloc(uint64_t addr, uint64_t bytes)
 {
-	if (!on_capture_thread())
+	if (!on_capture_thread() || paused_here())
 		return;
 	std::lock_guard lock(g_cap.mu);
 	g_cap.live[addr] = g_cap.rec.allocs.size();
@@ -112,10 +117,21 @@ void capture_free(uint64_t addr)
 
 void capture_taint(const char *why)
 {
-	if (!on_capture_thread())
+	if (!on_capture_thread() || paused_here())
 		return;
 	std::lock_guard lock(g_cap.mu);
 	taint_locked(std::string(why) + " in '" + g_cap.label + "'");
+}
+
+void capture_constant(const at::Tensor &t)
+{
+	if (!on_capture_thread() || paused_here())
+		return;
+	std::lock_guard lock(g_cap.mu);
+	for (const at::Tensor &c : g_cap.rec.constants)
+		if (c.is_same(t))
+			return;
+	g_cap.rec.constants.push_back(t);
 }
 
 void capture_begin(int device, StreamQueues &sq)

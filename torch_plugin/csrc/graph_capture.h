@@ -7,6 +7,11 @@
 // reuses bytes whose tensors died. neurond validates it once; each later call is
 // one EXEC_PROGRAM submission (graph_program.cpp).
 //
+// Device constants the kernels keep for the process (a pooling geometry's table,
+// pool_common.cpp's cached_table) are made outside the recording (CapturePause)
+// and recorded as constants: the program names them as arguments bound to the
+// same tensors at every replay, which the program keeps alive.
+//
 // A recording that cannot be replayed says why (a host read in the middle of the
 // graph, a host<->device copy, random numbers, memory from outside the graph) and
 // the backend keeps running that graph op by op.
@@ -17,6 +22,8 @@
 #pragma once
 
 #include "runtime.h"
+
+#include <ATen/core/Tensor.h>
 
 #include <neuron/cmd.h>
 
@@ -55,6 +62,7 @@ struct Recording {
 	// (their i[0] indexes this), one per kernel however often the graph calls it.
 	std::vector<std::shared_ptr<const std::vector<uint8_t>>> tile_images;
 	std::vector<int64_t> tile_keys; // the kernel each image came from (tile_kernel.cpp's handle)
+	std::vector<at::Tensor> constants; // device constants the graph read (capture_constant)
 	std::string taint; // why it cannot be replayed ("" if it can)
 };
 
@@ -66,6 +74,18 @@ void capture_command(StreamQueues &sq, const neuron_cmd &cmd); // a command subm
 void capture_alloc(uint64_t addr, uint64_t bytes);  // a device allocation
 void capture_free(uint64_t addr);                   // a device block went back
 void capture_taint(const char *why);                // something a program cannot hold
+// A device tensor the graph reads that lives outside it, for the process (not
+// an input): the program binds it at every replay and keeps it alive.
+void capture_constant(const at::Tensor &t);
+// While one lives on the capture thread, nothing that thread does is recorded:
+// it makes a process-wide constant (eagerly, once), not part of the graph.
+class CapturePause {
+public:
+	CapturePause();
+	~CapturePause();
+	CapturePause(const CapturePause &) = delete;
+	CapturePause &operator=(const CapturePause &) = delete;
+};
 // A tile kernel run (tile_kernel.cpp: eagerly it is a program of its own, which
 // the recording cannot hold): recorded as a TILE_KERNEL command whose operands
 // are the arguments' device bytes; i[0] becomes the index of its image.

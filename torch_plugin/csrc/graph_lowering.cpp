@@ -236,6 +236,17 @@ std::string lower(const Recording &rec, int device, const std::vector<at::Tensor
 			out->arg_bytes.push_back(t.storage().nbytes());
 		out->outputs.push_back({it->second, s.dtype, s.sizes, s.strides, s.storage_offset});
 	}
+	out->output_args_end = out->arg_bytes.size();
+	for (const at::Tensor &c : rec.constants) {
+		if (c.device().index() != device)
+			return "a device constant the graph reads is on neuron:" + std::to_string(c.device().index());
+		auto [it, fresh] = args.try_emplace(storage_base(c), Region{c.storage().nbytes(), 0});
+		if (fresh) {
+			it->second.arg = static_cast<int>(out->arg_bytes.size());
+			out->arg_bytes.push_back(c.storage().nbytes());
+			out->constants.push_back(c);
+		}
+	}
 	std::vector<size_t> intermediates;
 	for (size_t a = 0; a < rec.allocs.size(); ++a)
 		if (!output_allocs.count(a)) {

@@ -1,6 +1,6 @@
 // A recording (graph_capture.h) lowered to a program description
 // (<neuron/program.h>): the storages of the graph's inputs, then those of its
-// outputs, are the program's arguments; every other allocation the capture made
+// outputs, then the device constants it read, are the program's arguments; every other allocation the capture made
 // is an intermediate placed by a memory plan in the program's one buffer, where
 // intermediates whose lifetimes do not overlap share bytes; each recorded
 // command is a node that follows the one before it.
@@ -37,8 +37,10 @@ struct OutputSpec {
 
 struct LoweredProgram {
 	int device = 0;
-	std::vector<uint64_t> arg_bytes; // the inputs' storages first, then the outputs'
+	std::vector<uint64_t> arg_bytes; // the inputs' storages first, then the outputs', then the constants'
 	size_t input_args = 0;
+	size_t output_args_end = 0;      // the constants' arguments follow
+	std::vector<at::Tensor> constants; // bound to arguments output_args_end.. at every replay
 	std::vector<InputSpec> inputs;
 	std::vector<OutputSpec> outputs;
 	uint64_t buffer_bytes = 0;       // the memory plan's size (0: no buffer)

@@ -1,6 +1,7 @@
 // The programs of torch.compile's graphs (torch_neuron/compiler.py): capture ->
 // lower -> register with neurond once; replay = allocate the outputs, bind the
-// inputs' and outputs' storages, one EXEC_PROGRAM submission on the stream.
+// inputs' and outputs' storages and the device constants the graph read, one
+// EXEC_PROGRAM submission on the stream.
 //
 // The registry maps the backend's handles to programs; its mutex is held only
 // inside each call (a replay copies what it needs first).
@@ -124,7 +125,9 @@ std::tuple<bool, std::vector<at::Tensor>> op_program_run(int64_t handle, const s
 		}
 	const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(p.device));
 	c10::DeviceGuard guard(device);
-	for (size_t a = p.input_args; a < p.arg_bytes.size(); ++a) {
+	for (size_t i = 0; i < p.constants.size(); ++i)
+		bindings[p.output_args_end + i] = dev_addr(p.constants[i].storage().data());
+	for (size_t a = p.input_args; a < p.output_args_end; ++a) {
 		c10::Allocator *alloc = device_allocator();
 		// Resizable, as any tensor's storage (set_ requires it).
 		storages[a] = c10::Storage(c10::Storage::use_byte_size_t(), p.arg_bytes[a], alloc->allocate(p.arg_bytes[a]),

@@ -153,26 +153,23 @@ Tensor tri_mask(bool upper, int64_t h, int64_t w, int64_t k, c10::Device dev)
 	using Key = std::tuple<bool, int64_t, int64_t, int64_t, int>;
 	static std::mutex mu;
 	static auto *cache = new std::map<Key, Tensor>; // leaked: device tensors must not die at exit
-	if (capture_active()) {
-		// torch.compile is capturing a graph (graph_capture.h): no host data and
-		// no cache the program could not hold; keep where j - i >= k (triu) or
-		// <= k (tril), indices made on the device.
-		const auto f32 = at::TensorOptions().dtype(c10::kFloat).device(dev);
-		const Tensor diag = at::ones({1, w}, f32).cumsum(1) - at::ones({h, 1}, f32).cumsum(0);
-		return upper ? diag.ge(static_cast<double>(k)) : diag.le(static_cast<double>(k));
-	}
 	const Key key{upper, h, w, k, dev.index()};
 	std::lock_guard lock(mu);
-	if (auto it = cache->find(key); it != cache->end())
-		return it->second;
-	if (cache->size() >= 64)
-		cache->clear(); // bounded: shapes rarely vary, but some callers sweep them
-	Tensor ones = at::ones({h, w}, at::TensorOptions().dtype(c10::kBool));
-	Tensor keep = (upper ? at::triu(ones, k) : at::tril(ones, k)).to(dev);
-	// The mask may be used from any stream later: let its upload finish first.
-	sync_stream(current_queues(dev.index()));
-	cache->emplace(key, keep);
-	return keep;
+	auto it = cache->find(key);
+	if (it == cache->end()) {
+		if (cache->size() >= 64)
+			cache->clear(); // bounded: shapes rarely vary, but some callers sweep them
+		// Made once, eagerly, also while torch.compile captures a graph: the graph's
+		// program binds it as a constant (graph_capture.h).
+		CapturePause pause;
+		Tensor ones = at::ones({h, w}, at::TensorOptions().dtype(c10::kBool));
+		Tensor keep = (upper ? at::triu(ones, k) : at::tril(ones, k)).to(dev);
+		// The mask may be used from any stream later: let its upload finish first.
+		sync_stream(current_queues(dev.index()));
+		it = cache->emplace(key, keep).first;
+	}
+	capture_constant(it->second);
+	return it->second;
 }
 
 // triu/tril: where(keep, self, 0) with a cached device mask.

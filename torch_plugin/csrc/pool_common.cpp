@@ -2,6 +2,8 @@
 // geometry of strided windows, tables kept on the device, and the max-pool gradient.
 #include "pool_common.h"
 
+#include "graph_capture.h"
+
 #include <ATen/Functions.h>
 
 #include <map>
@@ -68,15 +70,19 @@ Tensor cached_table(const std::string &key, const Tensor &like, const std::funct
 	static auto *cache = new std::map<std::string, Tensor>;
 	const std::string k = key + "/" + std::to_string(like.device().index());
 	std::lock_guard lock(mu);
-	if (auto it = cache->find(k); it != cache->end())
-		return it->second;
-	if (cache->size() >= 256)
-		cache->clear();
-	Tensor t = make().to(like.device());
-	// The table may be used from any stream later: let its upload finish first.
-	sync_stream(current_queues(like.device().index()));
-	cache->emplace(k, t);
-	return t;
+	auto it = cache->find(k);
+	if (it == cache->end()) {
+		if (cache->size() >= 256)
+			cache->clear(); // a graph program that binds a table keeps its own reference
+		// Made once for the process, eagerly, not as part of a graph being captured.
+		CapturePause pause;
+		Tensor t = make().to(like.device());
+		// The table may be used from any stream later: let its upload finish first.
+		sync_stream(current_queues(like.device().index()));
+		it = cache->emplace(k, t).first;
+	}
+	capture_constant(it->second);
+	return it->second;
 }
 
 // Batched [N, C, spatial...] view of an input with or without its batch dim.

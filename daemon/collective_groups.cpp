@@ -87,12 +87,18 @@ void set_error(api::Response &resp, api::ErrorCode code, const std::string &mess
 	resp.mutable_error()->set_message(message);
 }
 
-CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup)
-	: io_(io), lookup_(std::move(lookup)), runner_(io)
+CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceWaiting inference_waiting)
+	: io_(io), lookup_(std::move(lookup)), runner_(io, std::move(inference_waiting))
 {
 }
 
 CollectiveGroups::~CollectiveGroups() = default;
+
+bool CollectiveGroups::inference_member(const Member &m) const
+{
+	const Tenant *t = lookup_(m.tenant);
+	return t && t->pool() == sched::Pool::Inference;
+}
 
 std::string CollectiveGroups::check_join(const Tenant &channel, const api::CollectiveJoin &req, const Tenant **member) const
 {
@@ -302,6 +308,7 @@ void CollectiveGroups::post(Group &g, uint32_t rank, const api::P2POp &op, uint3
 	job.copies.push_back(CollectiveCopy{CollectiveOperand{g.members[from]->ctx, send.device(), send.address(), 0},
 					    CollectiveOperand{g.members[to]->ctx, recv.device(), 0, recv.address()}, from,
 					    to, send.count() * collective_element_size(send.dtype())});
+	job.yields = !inference_member(*g.members[from]) && !inference_member(*g.members[to]);
 	job.done = [this, id = g.id, from, to](int bad_rank, const std::string &error) {
 		copied(id, from, to, bad_rank, error);
 	};
@@ -427,6 +434,7 @@ void CollectiveGroups::launch(Group &g)
 	for (auto &m : g.members) {
 		const auto &a = *m->arrived;
 		job.members.push_back(CollectiveOperand{m->ctx, a.device(), a.input(), a.output()});
+		job.yields = job.yields && !inference_member(*m);
 	}
 	job.done = [this, id = g.id](int bad_rank, const std::string &error) { finished(id, bad_rank, error); };
 	runner_.submit(std::move(job));

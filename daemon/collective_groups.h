@@ -30,7 +30,8 @@ public:
 	// Finds a live, greeted tenant by id (null if none): the owner of the members.
 	using TenantLookup = std::function<const Tenant *(uint64_t tenant_id)>;
 
-	CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup);
+	// inference_waiting: the runner's yield test (collective_run.h).
+	CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceWaiting inference_waiting);
 	~CollectiveGroups();
 
 	void join(const Tenant &channel, const api::CollectiveJoin &req, Reply reply);
@@ -79,6 +80,8 @@ private:
 	};
 
 	std::string check_join(const Tenant &channel, const api::CollectiveJoin &req, const Tenant **member) const;
+	// Whether the member's tenant is an inference tenant (its collectives do not yield).
+	bool inference_member(const Member &m) const;
 	Group *group_of_channel(uint64_t group_id, uint64_t channel, uint32_t *rank);
 	void arrive(Group &g, uint32_t rank);
 	void start_timer(Group &g, const std::string &what);

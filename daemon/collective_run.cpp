@@ -3,9 +3,14 @@
 #include <kernels/collective.h>
 #include <neuron/cmd.h>
 
+#include <neuron/futex.h>
+#include <sched/thread_priority.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <shared_mutex>
+#include <thread>
 
 namespace neuron::daemon {
 
@@ -19,6 +24,55 @@ constexpr uint64_t kChunkBytes = 256 * 1024;
 constexpr uint64_t kMaxCount = uint64_t(1) << 40;
 
 uint64_t element_size(uint32_t dtype) { return collective_element_size(dtype); }
+
+// Yields to inference between chunks (collective_run.h): while an inference
+// tenant has work pending on one of the collective's devices, waits, at most
+// kMaxYieldNs per chunk.
+class Pacer {
+public:
+	Pacer(const InferenceWaiting &waiting, std::vector<uint32_t> devices)
+		: waiting_(waiting), devices_(std::move(devices))
+	{
+		std::sort(devices_.begin(), devices_.end());
+		devices_.erase(std::unique(devices_.begin(), devices_.end()), devices_.end());
+	}
+
+	void between_chunks() const
+	{
+		if (!waiting_)
+			return;
+		const uint64_t start = detail::monotonic_ns();
+		while (inference_pending() && detail::monotonic_ns() - start < kMaxYieldNs)
+			std::this_thread::sleep_for(std::chrono::microseconds(20));
+	}
+
+private:
+	static constexpr uint64_t kMaxYieldNs = 2'000'000;
+	bool inference_pending() const
+	{
+		for (uint32_t d : devices_)
+			if (waiting_(d))
+				return true;
+		return false;
+	}
+	const InferenceWaiting &waiting_;
+	std::vector<uint32_t> devices_;
+};
+
+// memmove in chunks with the pacer between them; back to front when the
+// destination overlaps the source from above (as memmove itself would).
+void copy_paced(std::byte *dst, const std::byte *src, uint64_t n, const Pacer &pacer)
+{
+	if (dst == src)
+		return;
+	const bool backward = dst > src && dst < src + n;
+	for (uint64_t done = 0; done < n; done += kChunkBytes) {
+		const uint64_t c = std::min(kChunkBytes, n - done);
+		const uint64_t at = backward ? n - done - c : done;
+		std::memmove(dst + at, src + at, c);
+		pacer.between_chunks();
+	}
+}
 
 } // namespace
 
@@ -85,7 +139,7 @@ std::string resolve(const CollectiveOperand &m, uint64_t address, uint64_t bytes
 	return {};
 }
 
-void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Resolved> &r)
+void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Resolved> &r, const Pacer &pacer)
 {
 	const uint64_t es = element_size(s.dtype()), n = s.count(), nb = n * es;
 	const uint8_t dt = static_cast<uint8_t>(s.dtype());
@@ -105,6 +159,7 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 			kernels::collective_reduce(out + i * es, srcs.data(), static_cast<int>(world), c, dt, red);
 			for (uint32_t k = 1; copies_to_all && k < world; ++k)
 				std::memmove(r[k].out + i * es, out + i * es, c * es);
+			pacer.between_chunks();
 		}
 	};
 	switch (s.op()) {
@@ -117,20 +172,19 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 			chunkwise = chunkwise && (r[k].out == r[k].in || r[k].out + nb <= r[k].in || r[k].in + nb <= r[k].out);
 		reduce_to(r[0].out, 0, chunkwise);
 		for (uint32_t k = 1; !chunkwise && k < world; ++k)
-			std::memmove(r[k].out, r[0].out, nb);
+			copy_paced(r[k].out, r[0].out, nb, pacer);
 		return;
 	}
 	case api::COLLECTIVE_REDUCE:
 		return reduce_to(r[root].out, 0);
 	case api::COLLECTIVE_BROADCAST:
 		for (uint32_t k = 0; k < world; ++k)
-			if (r[k].out != r[root].in)
-				std::memmove(r[k].out, r[root].in, nb);
+			copy_paced(r[k].out, r[root].in, nb, pacer);
 		return;
 	case api::COLLECTIVE_ALL_GATHER:
 		for (uint32_t k = 0; k < world; ++k)
 			for (uint32_t i = 0; i < world; ++i)
-				std::memmove(r[k].out + i * nb, r[i].in, nb);
+				copy_paced(r[k].out + i * nb, r[i].in, nb, pacer);
 		return;
 	case api::COLLECTIVE_REDUCE_SCATTER:
 		for (uint32_t k = 0; k < world; ++k)
@@ -138,16 +192,16 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 		return;
 	case api::COLLECTIVE_GATHER:
 		for (uint32_t i = 0; i < world; ++i)
-			std::memmove(r[root].out + i * nb, r[i].in, nb);
+			copy_paced(r[root].out + i * nb, r[i].in, nb, pacer);
 		return;
 	case api::COLLECTIVE_SCATTER:
 		for (uint32_t k = 0; k < world; ++k)
-			std::memmove(r[k].out, r[root].in + k * nb, nb);
+			copy_paced(r[k].out, r[root].in + k * nb, nb, pacer);
 		return;
 	case api::COLLECTIVE_ALL_TO_ALL:
 		for (uint32_t k = 0; k < world; ++k)
 			for (uint32_t i = 0; i < world; ++i)
-				std::memcpy(r[k].out + i * nb, r[i].in + k * nb, nb);
+				copy_paced(r[k].out + i * nb, r[i].in + k * nb, nb, pacer);
 		return;
 	default:
 		return;
@@ -209,7 +263,7 @@ std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world)
 namespace {
 
 // The matched pairs of a CollectiveP2P; the rank whose buffer was refused and why.
-std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies)
+std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies, const InferenceWaiting &waiting)
 {
 	for (const auto &c : copies) {
 		if (c.bytes == 0)
@@ -225,17 +279,19 @@ std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies
 			return {static_cast<int>(c.from_rank), why};
 		if (auto why = resolve(c.to, c.to.output, c.bytes, "recv buffer", &r.out); !why.empty())
 			return {static_cast<int>(c.to_rank), why};
-		std::memmove(r.out, r.in, c.bytes);
+		copy_paced(r.out, r.in, c.bytes, Pacer(waiting, {c.from.device, c.to.device}));
 	}
 	return {-1, {}};
 }
 
 } // namespace
 
-std::pair<int, std::string> run_collective(const CollectiveJob &job)
+std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceWaiting &inference_waiting)
 {
+	const InferenceWaiting none;
+	const InferenceWaiting &waiting = job.yields ? inference_waiting : none;
 	if (!job.copies.empty())
-		return run_copies(job.copies);
+		return run_copies(job.copies, waiting);
 	const auto &s = job.spec;
 	const uint32_t world = static_cast<uint32_t>(job.members.size());
 	if (s.op() == api::COLLECTIVE_BARRIER)
@@ -261,11 +317,18 @@ std::pair<int, std::string> run_collective(const CollectiveJob &job)
 		if (!why.empty())
 			return {static_cast<int>(k), why};
 	}
-	move_data(s, world, r);
+	std::vector<uint32_t> devices;
+	for (const auto &m : job.members)
+		devices.push_back(m.device);
+	move_data(s, world, r, Pacer(waiting, std::move(devices)));
 	return {-1, {}};
 }
 
-CollectiveRunner::CollectiveRunner(boost::asio::io_context &io) : io_(io), thread_([this] { loop(); }) {}
+CollectiveRunner::CollectiveRunner(boost::asio::io_context &io, InferenceWaiting inference_waiting)
+	: io_(io), inference_waiting_(std::move(inference_waiting)), may_renice_(sched::can_restore_priority()),
+	  thread_([this] { loop(); })
+{
+}
 
 CollectiveRunner::~CollectiveRunner()
 {
@@ -298,7 +361,13 @@ void CollectiveRunner::loop()
 			job = std::move(queue_.front());
 			queue_.pop_front();
 		}
-		auto [bad_rank, error] = run_collective(job);
+		// A training job's collective runs at a high nice value, as a training tile
+		// does with --training-nice: a waking inference thread (the tenant about to
+		// submit, the engine it wakes) takes the CPU from it at once, before the
+		// pacer could see its command.
+		if (may_renice_)
+			sched::set_thread_nice(job.yields ? kTrainingCollectiveNice : 0);
+		auto [bad_rank, error] = run_collective(job, inference_waiting_);
 		// The members' contexts are released on the control thread with the reply.
 		boost::asio::post(io_, [job = std::move(job), bad_rank, error]() mutable { job.done(bad_rank, error); });
 	}

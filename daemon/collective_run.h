@@ -5,8 +5,16 @@
 // stay where they are: the emu backend keeps every tenant's HBM in this process,
 // so a member's device address resolves to bytes neurond addresses directly.
 //
+// Scheduling against inference: the runner's thread is not a NeuronCore engine,
+// but it yields like one. Between chunks of 256 KiB it asks whether an inference
+// tenant has work pending on a device the collective touches (InferenceWaiting)
+// and, while one has, waits (up to 2 ms per chunk, so a training job's collective
+// still progresses under a saturating inference load): an inference command waits
+// for at most one chunk, as it waits for at most one training tile on its core.
+//
 // Threads: submit() from the control thread; the job runs on the runner's thread;
-// its `done` is posted back to the control thread's io_context.
+// its `done` is posted back to the control thread's io_context. InferenceWaiting
+// is called on the runner's thread (it must be safe there).
 #pragma once
 
 #include <backend/tenant_context.h>
@@ -46,6 +54,9 @@ struct CollectiveJob {
 	std::vector<CollectiveOperand> members;  // by rank
 	// Instead of spec: point-to-point copies (members unused).
 	std::vector<CollectiveCopy> copies;
+	// Training work, which yields to inference (false: a member is an inference
+	// tenant, so the collective is inference work itself).
+	bool yields = true;
 	// Control thread, after the run: "" per rank, or why that rank's operands were
 	// refused (nothing moved then) in *bad_rank / *error.
 	std::function<void(int bad_rank, const std::string &error)> done;
@@ -60,15 +71,23 @@ uint64_t collective_element_size(uint32_t dtype);
 // Short name of an op, for messages ("all_reduce").
 const char *collective_name(api::CollectiveOp op);
 
+// Whether an inference tenant has commands pending on `device` (null: never).
+using InferenceWaiting = std::function<bool(uint32_t device)>;
+
 class CollectiveRunner {
 public:
-	explicit CollectiveRunner(boost::asio::io_context &io);
+	CollectiveRunner(boost::asio::io_context &io, InferenceWaiting inference_waiting);
 	~CollectiveRunner(); // finishes the queued jobs, then joins
 	void submit(CollectiveJob job);
 
 private:
 	void loop();
 	boost::asio::io_context &io_;
+	InferenceWaiting inference_waiting_;
+	// Whether the thread may go back to nice 0 after a training collective (else
+	// it stays at 0: an inference group's collective must not run niced).
+	bool may_renice_;
+	static constexpr int kTrainingCollectiveNice = 10;
 	std::mutex mutex_; // guards queue_ and stopping_
 	std::condition_variable wake_;
 	std::deque<CollectiveJob> queue_;
@@ -78,6 +97,6 @@ private:
 
 // Runs the job's data movement on the calling thread; -1 and "" when it moved,
 // else the rank whose operands were refused and why.
-std::pair<int, std::string> run_collective(const CollectiveJob &job);
+std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceWaiting &inference_waiting = {});
 
 } // namespace neuron::daemon

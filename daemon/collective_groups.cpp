@@ -87,8 +87,8 @@ void set_error(api::Response &resp, api::ErrorCode code, const std::string &mess
 	resp.mutable_error()->set_message(message);
 }
 
-CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceWaiting inference_waiting)
-	: io_(io), lookup_(std::move(lookup)), runner_(io, std::move(inference_waiting))
+CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceLoadOf inference)
+	: io_(io), lookup_(std::move(lookup)), runner_(io, std::move(inference))
 {
 }
 

@@ -30,8 +30,7 @@ uint64_t element_size(uint32_t dtype) { return collective_element_size(dtype); }
 // kMaxYieldNs per chunk.
 class Pacer {
 public:
-	Pacer(const InferenceWaiting &waiting, std::vector<uint32_t> devices)
-		: waiting_(waiting), devices_(std::move(devices))
+	Pacer(const InferenceLoadOf &load, std::vector<uint32_t> devices) : load_(load), devices_(std::move(devices))
 	{
 		std::sort(devices_.begin(), devices_.end());
 		devices_.erase(std::unique(devices_.begin(), devices_.end()), devices_.end());
@@ -39,7 +38,7 @@ public:
 
 	void between_chunks() const
 	{
-		if (!waiting_)
+		if (!load_)
 			return;
 		const uint64_t start = detail::monotonic_ns();
 		while (inference_pending() && detail::monotonic_ns() - start < kMaxYieldNs)
@@ -51,11 +50,11 @@ private:
 	bool inference_pending() const
 	{
 		for (uint32_t d : devices_)
-			if (waiting_(d))
+			if (load_(d) == InferenceLoad::Pending)
 				return true;
 		return false;
 	}
-	const InferenceWaiting &waiting_;
+	const InferenceLoadOf &load_;
 	std::vector<uint32_t> devices_;
 };
 
@@ -263,7 +262,7 @@ std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world)
 namespace {
 
 // The matched pairs of a CollectiveP2P; the rank whose buffer was refused and why.
-std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies, const InferenceWaiting &waiting)
+std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies, const InferenceLoadOf &load)
 {
 	for (const auto &c : copies) {
 		if (c.bytes == 0)
@@ -279,19 +278,19 @@ std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies
 			return {static_cast<int>(c.from_rank), why};
 		if (auto why = resolve(c.to, c.to.output, c.bytes, "recv buffer", &r.out); !why.empty())
 			return {static_cast<int>(c.to_rank), why};
-		copy_paced(r.out, r.in, c.bytes, Pacer(waiting, {c.from.device, c.to.device}));
+		copy_paced(r.out, r.in, c.bytes, Pacer(load, {c.from.device, c.to.device}));
 	}
 	return {-1, {}};
 }
 
 } // namespace
 
-std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceWaiting &inference_waiting)
+std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceLoadOf &inference)
 {
-	const InferenceWaiting none;
-	const InferenceWaiting &waiting = job.yields ? inference_waiting : none;
+	const InferenceLoadOf none;
+	const InferenceLoadOf &load = job.yields ? inference : none;
 	if (!job.copies.empty())
-		return run_copies(job.copies, waiting);
+		return run_copies(job.copies, load);
 	const auto &s = job.spec;
 	const uint32_t world = static_cast<uint32_t>(job.members.size());
 	if (s.op() == api::COLLECTIVE_BARRIER)
@@ -320,12 +319,12 @@ std::pair<int, std::string> run_collective(const CollectiveJob &job, const Infer
 	std::vector<uint32_t> devices;
 	for (const auto &m : job.members)
 		devices.push_back(m.device);
-	move_data(s, world, r, Pacer(waiting, std::move(devices)));
+	move_data(s, world, r, Pacer(load, std::move(devices)));
 	return {-1, {}};
 }
 
-CollectiveRunner::CollectiveRunner(boost::asio::io_context &io, InferenceWaiting inference_waiting)
-	: io_(io), inference_waiting_(std::move(inference_waiting)), may_renice_(sched::can_restore_priority()),
+CollectiveRunner::CollectiveRunner(boost::asio::io_context &io, InferenceLoadOf inference)
+	: io_(io), inference_(std::move(inference)), may_renice_(sched::can_restore_priority()),
 	  thread_([this] { loop(); })
 {
 }
@@ -349,6 +348,20 @@ void CollectiveRunner::submit(CollectiveJob job)
 	wake_.notify_one();
 }
 
+bool CollectiveRunner::beside_inference(const CollectiveJob &job) const
+{
+	if (!inference_)
+		return false;
+	auto any = [&](uint32_t device) { return inference_(device) != InferenceLoad::None; };
+	for (const auto &m : job.members)
+		if (any(m.device))
+			return true;
+	for (const auto &c : job.copies)
+		if (any(c.from.device) || any(c.to.device))
+			return true;
+	return false;
+}
+
 void CollectiveRunner::loop()
 {
 	for (;;) {
@@ -361,13 +374,11 @@ void CollectiveRunner::loop()
 			job = std::move(queue_.front());
 			queue_.pop_front();
 		}
-		// A training job's collective runs at a high nice value, as a training tile
-		// does with --training-nice: a waking inference thread (the tenant about to
-		// submit, the engine it wakes) takes the CPU from it at once, before the
-		// pacer could see its command.
+		// A training job's collective beside an inference tenant runs niced
+		// (collective_run.h).
 		if (may_renice_)
-			sched::set_thread_nice(job.yields ? kTrainingCollectiveNice : 0);
-		auto [bad_rank, error] = run_collective(job, inference_waiting_);
+			sched::set_thread_nice(job.yields && beside_inference(job) ? kTrainingCollectiveNice : 0);
+		auto [bad_rank, error] = run_collective(job, inference_);
 		// The members' contexts are released on the control thread with the reply.
 		boost::asio::post(io_, [job = std::move(job), bad_rank, error]() mutable { job.done(bad_rank, error); });
 	}

@@ -6,14 +6,16 @@
 // so a member's device address resolves to bytes neurond addresses directly.
 //
 // Scheduling against inference: the runner's thread is not a NeuronCore engine,
-// but it yields like one. Between chunks of 256 KiB it asks whether an inference
-// tenant has work pending on a device the collective touches (InferenceWaiting)
-// and, while one has, waits (up to 2 ms per chunk, so a training job's collective
-// still progresses under a saturating inference load): an inference command waits
-// for at most one chunk, as it waits for at most one training tile on its core.
+// but it yields like one. While an inference tenant has a core on a device a
+// training job's collective touches, the thread runs that collective at nice 10
+// (as an engine runs training tiles with --training-nice), so a waking inference
+// thread (the tenant about to submit, the engine it wakes) takes the CPU from it
+// at once; and between chunks of 256 KiB it waits while that tenant has commands
+// pending (up to 2 ms per chunk, so the collective still progresses under a
+// saturating inference load). Without inference tenants it runs at nice 0.
 //
 // Threads: submit() from the control thread; the job runs on the runner's thread;
-// its `done` is posted back to the control thread's io_context. InferenceWaiting
+// its `done` is posted back to the control thread's io_context. InferenceLoadOf
 // is called on the runner's thread (it must be safe there).
 #pragma once
 
@@ -71,19 +73,22 @@ uint64_t collective_element_size(uint32_t dtype);
 // Short name of an op, for messages ("all_reduce").
 const char *collective_name(api::CollectiveOp op);
 
-// Whether an inference tenant has commands pending on `device` (null: never).
-using InferenceWaiting = std::function<bool(uint32_t device)>;
+// Inference work on a device: no inference tenant has a core there, one has but
+// nothing pending, or commands are pending.
+enum class InferenceLoad { None, Idle, Pending };
+using InferenceLoadOf = std::function<InferenceLoad(uint32_t device)>; // null: always None
 
 class CollectiveRunner {
 public:
-	CollectiveRunner(boost::asio::io_context &io, InferenceWaiting inference_waiting);
+	CollectiveRunner(boost::asio::io_context &io, InferenceLoadOf inference);
 	~CollectiveRunner(); // finishes the queued jobs, then joins
 	void submit(CollectiveJob job);
 
 private:
 	void loop();
+	bool beside_inference(const CollectiveJob &job) const;
 	boost::asio::io_context &io_;
-	InferenceWaiting inference_waiting_;
+	InferenceLoadOf inference_;
 	// Whether the thread may go back to nice 0 after a training collective (else
 	// it stays at 0: an inference group's collective must not run niced).
 	bool may_renice_;
@@ -97,6 +102,6 @@ private:
 
 // Runs the job's data movement on the calling thread; -1 and "" when it moved,
 // else the rank whose operands were refused and why.
-std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceWaiting &inference_waiting = {});
+std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceLoadOf &inference = {});
 
 } // namespace neuron::daemon

@@ -58,15 +58,19 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 	  limits_(limit_totals(devices)), max_host_buffers_(max_map_count() / 2), telemetry_timer_(io),
 	  path_(config.socket_path), acceptor_(io), orphan_timer_(io)
 {
-	// The runner yields to inference between chunks (collective_run.h); called on
-	// its thread: the scheduler's logical-core list and depths are safe there.
-	auto inference_waiting = [this](uint32_t device) {
+	// What the collective runner yields to (collective_run.h); called on its
+	// thread: the scheduler's logical-core list and depths are safe there.
+	auto inference_load = [this](uint32_t device) {
+		InferenceLoad load = InferenceLoad::None;
 		if (device >= devices_.device_count())
-			return false;
+			return load;
 		for (const auto &l : devices_.cores(device).logical_cores())
-			if (l->pool() == Pool::Inference && l->depth() > 0)
-				return true;
-		return false;
+			if (l->pool() == Pool::Inference) {
+				if (l->depth() > 0)
+					return InferenceLoad::Pending;
+				load = InferenceLoad::Idle;
+			}
+		return load;
 	};
 	collectives_ = std::make_unique<CollectiveGroups>(
 		io,
@@ -74,7 +78,7 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 			auto it = sessions_.find(id);
 			return it == sessions_.end() || !it->second->tenant().greeted ? nullptr : &it->second->tenant();
 		},
-		inference_waiting);
+		inference_load);
 	if (auto err = limits_.parse(config.limits); !err.empty())
 		throw std::runtime_error("bad --limit: " + err);
 	if (auto err = validate_policy(policy_.config()); !err.empty())

@@ -5,6 +5,7 @@
 // own. Every result is checked against the CPU: device memory intact, queues
 // continuing, and every command run exactly once (in-place commands included, which
 // a second run or a lost run would change).
+#include "daemon_backend.h"
 #include "daemon_test.h"
 #include "restart_test.h"
 
@@ -121,13 +122,19 @@ DAEMON_TEST(restart, state_survives_kill9)
 // 2 Mi elements, tiled, so kills land inside commands) and of pure matmuls, with
 // neurond killed five times while they run. Each command runs exactly once: x ends
 // at exactly the number of adds (a lost one would leave it lower, one run twice
-// higher), and the matmuls match the CPU.
+// higher), and the matmuls match the CPU. On kmd (smaller, for the QEMU guest) the
+// undo log cannot save driver buffers yet: an add that a kill interrupts faults
+// EXEC with the restart reason instead (daemon/README.md "kmd."), so there x ends
+// at the number of adds before it, or one more where its first tiles ran, and never
+// higher (kmd_interrupted_in_place_command_faults makes a kill land inside one).
 DAEMON_TEST(restart, inflight_commands_run_exactly_once)
 {
-	constexpr int64_t kElems = 2 << 20;
-	constexpr int kAdds = 200, M = 64, K = 64, N = 64;
+	constexpr int M = 64, K = 64, N = 64;
 	Tenant t;
 	t.open("inflight", 0, 0);
+	const bool kmd = neuron::test::daemon_runs_kmd(t.client);
+	const int64_t kElems = kmd ? 256 << 10 : 2 << 20;
+	const int kAdds = kmd ? 64 : 200; // at least 64: the matmuls fill 64 outputs
 	neuron_queue *core2 = nullptr;
 	NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 1, 0, &core2));
 	const uint64_t x = dev_alloc(t.client, kElems * 4);
@@ -139,12 +146,18 @@ DAEMON_TEST(restart, inflight_commands_run_exactly_once)
 	upload_f32(t.dma, db, b);
 
 	std::atomic<int> error{NEURON_OK};
+	std::vector<uint64_t> add_seqs(size_t(kAdds), 0); // written by the submitter, read after join
 	std::thread submitter([&] {
+		bool adds = true; // until the add queue faulted (kmd)
 		for (int i = 0; i < kAdds; ++i) {
 			neuron_cmd add = add_scalar_in_place(x, kElems, 1.0);
 			neuron_cmd mm = make_matmul(desc(dc + uint64_t(i % 64) * M * N * 4, NEURON_DTYPE_F32, {M, N}),
 						    desc(da, NEURON_DTYPE_F32, {M, K}), desc(db, NEURON_DTYPE_F32, {K, N}));
-			neuron_status s = neuron_submit(t.core, &add, nullptr);
+			neuron_status s = adds ? neuron_submit(t.core, &add, &add_seqs[size_t(i)]) : NEURON_OK;
+			if (s == NEURON_ERR_FAULT && kmd) {
+				adds = false;
+				s = NEURON_OK;
+			}
 			if (s == NEURON_OK)
 				s = neuron_submit(core2, &mm, nullptr);
 			if (s != NEURON_OK) {
@@ -159,11 +172,28 @@ DAEMON_TEST(restart, inflight_commands_run_exactly_once)
 	}
 	submitter.join();
 	cr_assert_eq(error.load(), NEURON_OK, "submitting failed: %s", neuron_last_error());
-	NEURON_OK_OR_FAIL(neuron_queue_sync(t.core, kWaitNs));
+	const neuron_status adds = neuron_queue_sync(t.core, kWaitNs);
 	NEURON_OK_OR_FAIL(neuron_queue_sync(core2, kWaitNs));
 	const auto got = download_f32(t.dma, x, kElems);
-	expect_close(got, std::vector<double>(size_t(kElems), double(kAdds)), 0, 0,
-		     "x after as many in-place adds of 1 as were submitted (each exactly once)");
+	if (adds == NEURON_OK) {
+		expect_close(got, std::vector<double>(size_t(kElems), double(kAdds)), 0, 0,
+			     "x after as many in-place adds of 1 as were submitted (each exactly once)");
+	} else {
+		cr_assert(kmd && adds == NEURON_ERR_FAULT, "the adds' queue: %s", describe(adds).c_str());
+		const neuron_fault f = fault_of(t.core);
+		cr_assert_eq(f.code, uint32_t(NEURON_FAULT_EXEC), "fault code %u: %s", f.code, f.reason);
+		cr_assert(std::strstr(f.reason, "was running when neurond restarted") != nullptr, "reason: %s", f.reason);
+		size_t before = 0; // adds submitted before the interrupted one
+		while (before < add_seqs.size() && add_seqs[before] != f.seq)
+			++before;
+		cr_assert(before < add_seqs.size(), "the fault names command %llu, not one of the adds",
+			  (unsigned long long)f.seq);
+		for (size_t i = 0; i < got.size(); ++i)
+			cr_assert(got[i] == float(before) || got[i] == float(before + 1),
+				  "x[%zu] = %g after %zu adds and one interrupted (lost or run twice)", i, double(got[i]),
+				  before);
+		cr_log_info("kmd: add %zu of %d was interrupted and faulted", before, kAdds);
+	}
 	expect_close(download_f32(t.dma, dc, size_t(64) * M * N),
 		     [&] {
 			     std::vector<double> ref;
@@ -177,6 +207,77 @@ DAEMON_TEST(restart, inflight_commands_run_exactly_once)
 		    "interrupted pure commands run again: %zu",
 		    count_in_log("supervise.restart"), count_in_log("outcome=restored_then_rerun"),
 		    count_in_log("outcome=pure_rerun"));
+	neuron_queue_destroy(core2);
+	t.close();
+}
+
+// The rule for commands in flight on kmd (daemon/README.md "kmd."): the undo log
+// cannot save the written operands of a command from driver buffers yet, so an
+// in-place command (x += 1 over 8 Mi elements, 64 jobs) that a kill of neurond
+// interrupts faults EXEC with the restart reason and never runs again; a pure one
+// (a matmul on another queue) runs again and is exact. Without the rule it would
+// run again from its first tile (x = 2 where its first tiles had run).
+DAEMON_TEST(restart, kmd_interrupted_in_place_command_faults)
+{
+	constexpr int64_t kElems = 8 << 20;
+	constexpr int M = 32, K = 32, N = 32;
+	Tenant t;
+	t.open("interrupted", 0, 0);
+	if (!neuron::test::daemon_runs_kmd(t.client)) {
+		t.close();
+		cr_skip_test("emu restores and reruns interrupted commands (inflight_commands_run_exactly_once)");
+	}
+	neuron_queue *core2 = nullptr;
+	NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 1, 0, &core2));
+	const auto a = random_f32(size_t(M) * K, 17), b = random_f32(size_t(K) * N, 18);
+	const uint64_t da = dev_alloc(t.client, a.size() * 4), db = dev_alloc(t.client, b.size() * 4),
+		       dc = dev_alloc(t.client, size_t(M) * N * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	bool interrupted = false;
+	// A kill lands inside the add unless the add ran (or had not begun) by then:
+	// then the add ran once, and the next attempt kills sooner.
+	for (int attempt = 0; attempt < 4 && !interrupted; ++attempt) {
+		neuron_queue *q = nullptr;
+		NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 0, 0, &q));
+		const uint64_t x = dev_alloc(t.client, kElems * 4);
+		run(q, make_fill_f32(desc(x, NEURON_DTYPE_F32, {kElems}), 0.0));
+		const uint64_t seq = submit(q, add_scalar_in_place(x, kElems, 1.0));
+		submit(core2, make_matmul(desc(dc, NEURON_DTYPE_F32, {M, N}), desc(da, NEURON_DTYPE_F32, {M, K}),
+					  desc(db, NEURON_DTYPE_F32, {K, N})));
+		sleep_ms(attempt == 0 ? 400 : 150);
+		kill_neurond();
+		const neuron_status st = neuron_queue_sync(q, kWaitNs);
+		const auto got = download_f32(t.dma, x, kElems);
+		if (st == NEURON_OK) {
+			expect_close(got, std::vector<double>(size_t(kElems), 1.0), 0, 0,
+				     "x after one add that the kill did not interrupt");
+		} else {
+			cr_assert_eq(st, NEURON_ERR_FAULT, "sync after the kill: %s", describe(st).c_str());
+			const neuron_fault f = fault_of(q);
+			cr_assert_eq(f.code, uint32_t(NEURON_FAULT_EXEC), "fault code %u: %s", f.code, f.reason);
+			cr_assert_eq(f.seq, seq, "the fault names command %llu, the add was %llu", (unsigned long long)f.seq,
+				     (unsigned long long)seq);
+			cr_assert(std::strstr(f.reason, "was running when neurond restarted") != nullptr, "reason: %s",
+				  f.reason);
+			// Interrupted: some tiles ran once, none twice, none after the restart.
+			size_t ran = 0;
+			for (size_t i = 0; i < got.size(); ++i) {
+				cr_assert(got[i] == 0.0f || got[i] == 1.0f, "x[%zu] = %g: the add ran twice there", i,
+					  double(got[i]));
+				ran += got[i] == 1.0f;
+			}
+			cr_log_info("attempt %d: the add was interrupted after %zu of %lld elements", attempt, ran,
+				    (long long)kElems);
+			interrupted = true;
+		}
+		NEURON_OK_OR_FAIL(neuron_queue_sync(core2, kWaitNs));
+		expect_close(download_f32(t.dma, dc, size_t(M) * N), matmul_ref(a, b, M, K, N), 1e-5, 1e-5,
+			     "a pure matmul across the restart");
+		neuron_queue_destroy(q);
+		NEURON_OK_OR_FAIL(neuron_free(t.client, 0, x));
+	}
+	cr_assert(interrupted, "no kill landed inside the add in 4 attempts\n%s", g_daemon->log_tail().c_str());
 	neuron_queue_destroy(core2);
 	t.close();
 }

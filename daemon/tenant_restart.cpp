@@ -233,6 +233,12 @@ void Tenant::adopt_queue(const state::Queue &s, FdStore &store, StateJournal &jo
 			close(undo);
 		return;
 	}
+	// The old neurond's buffer for the command it was running (kmd: chain state):
+	// the command runs again from its start with a new one.
+	if (progress->scratch) {
+		ctx_->drop_scratch(s.device(), progress->scratch);
+		progress->scratch = 0;
+	}
 	const QueueKind kind = s.kind() == 2 ? QueueKind::Dma : QueueKind::Core;
 	std::shared_ptr<backend::Queue> q;
 	try {

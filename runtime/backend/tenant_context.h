@@ -59,6 +59,9 @@ public:
 	// holds its BOs), or none (emu: its memory lies in the kept HBM memfd). The
 	// context keeps ownership; the daemon hands copies to its supervisor.
 	virtual std::vector<int> kept_files() const { return {}; }
+	// Restart survival: a buffer the backend made for one command of this tenant on
+	// `device`, which a restart interrupted (QueueProgress::scratch): freed.
+	virtual void drop_scratch(uint32_t, uint32_t) {}
 	// Restart survival: host buffer `handle` again from its kept memfd, as
 	// register_host; `earlier` are its HostRegion::handles under the neurond before
 	// (kmd: its imports into the kept files, closed here once imported again).

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <shared_mutex>
 #include <unistd.h>
 #include <utility>
 
@@ -84,6 +85,25 @@ backend::Result KmdTenant::adopt_allocation(uint32_t device, uint64_t address, u
 	auto lock = memory_.lock_exclusive();
 	memory_.add_device(device, address, backend::DeviceAllocation{size, nullptr, bo.handle, base});
 	return std::nullopt;
+}
+
+void KmdTenant::drop_scratch(uint32_t device, uint32_t handle)
+{
+	if (device >= contexts_.size() || handle == 0)
+		return;
+	{
+		std::shared_lock lock(memory_.mutex);
+		auto it = memory_.device_allocations().find(device);
+		if (it != memory_.device_allocations().end())
+			for (const auto &[address, a] : it->second)
+				if (a.handle == handle)
+					return; // an allocation: never closed here
+	}
+	try {
+		contexts_[device]->close_handle(handle);
+	} catch (const Error &) {
+		// Freed already: nothing leaked.
+	}
 }
 
 backend::Result KmdTenant::adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &earlier)

@@ -91,7 +91,9 @@ bool keep_device_memory(backend::DeviceBackend &devices, FdStore &store, const s
 		return false;
 	}
 	for (uint32_t d = 0; d < devices.device_count(); ++d) {
-		if (d < kept.size() && kept[d] >= 0)
+		// Kept already, or none to keep (kmd: device memory lies in the driver,
+		// held by the tenants' kept files).
+		if ((d < kept.size() && kept[d] >= 0) || devices.kept_memory_fd(d) < 0)
 			continue;
 		if (auto err = store.store("hbm." + std::to_string(d), devices.kept_memory_fd(d)); !err.empty())
 			throw std::runtime_error("cannot keep device " + std::to_string(d) + "'s memory with the supervisor: " + err);

@@ -37,11 +37,12 @@ void reserve_queue_ids(uint64_t next)
 	}
 }
 
-Tenant::Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices)
+Tenant::Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices, std::vector<int> kept_files)
 	: id_(id), peer_(std::move(peer)), devices_(devices)
 {
 	try {
-		ctx_ = devices.open_tenant(id, peer_.pid);
+		ctx_ = kept_files.empty() ? devices.open_tenant(id, peer_.pid)
+					  : devices.adopt_tenant(id, peer_.pid, std::move(kept_files));
 	} catch (const std::exception &e) {
 		ctx_error_ = e.what();
 		NLOG_ERROR("tenant.context", log_fields() + " backend=" + devices.name() + " error=" + quoted(ctx_error_));
@@ -305,6 +306,7 @@ void Tenant::release_all()
 		for (const auto &[handle, bytes] : host_sizes_)
 			store_->remove("host." + std::to_string(id_) + "." + std::to_string(handle));
 	forget_kept_programs();
+	forget_kept_files();
 	// Waits for any command still running on an engine, then frees everything
 	// (programs' buffers too: they are the tenant's memory).
 	if (ctx_) {

@@ -36,7 +36,9 @@ class Tenant {
 public:
 	// A backend that cannot give it a context (the driver refused to open a file
 	// for it) leaves every device request failing with the reason.
-	Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices);
+	// kept_files: a tenant of the earlier neurond (adopt()): its backend context
+	// built on these (DeviceBackend::adopt_tenant).
+	Tenant(uint64_t id, Peer peer, backend::DeviceBackend &devices, std::vector<int> kept_files = {});
 	~Tenant();
 
 	uint64_t id() const { return id_; }
@@ -45,12 +47,9 @@ public:
 
 	// Restart survival (README "Restart with tenants alive"; tenant_restart.cpp).
 	// Where its descriptors and progress are kept (null: not kept; set before any
-	// request).
-	void keep_in(FdStore *store, StateJournal *journal)
-	{
-		store_ = store;
-		journal_ = journal;
-	}
+	// request). Its backend context's files (kmd: its driver files) go to the
+	// store here, as keep.accel.<tenant>.<device>.
+	void keep_in(FdStore *store, StateJournal *journal);
 	// What its libneuron presents to re-attach after a restart (set by Hello).
 	std::string resume_token;
 	// The last request that changed state, and its reply (a retry after a restart
@@ -148,6 +147,10 @@ private:
 	std::map<uint32_t, uint64_t> host_sizes_; // handle -> bytes
 	bool released_ = false;
 	std::map<uint64_t, uint32_t> progress_slot_; // queue -> its kept progress record
+	// Devices whose context file is in the store (TenantContext::kept_files()).
+	std::vector<bool> file_kept_;
+	void keep_files();
+	void forget_kept_files();
 	FdStore *store_ = nullptr;
 	StateJournal *journal_ = nullptr;
 	// Restart survival of a new queue: its ring and undo log kept, a progress

@@ -274,7 +274,8 @@ void Tenant::adopt_program(const state::Program &s, FdStore &store, std::string 
 		return;
 	}
 	for (size_t b = 0; b < desc.buffer_bytes.size(); ++b) {
-		if (auto r = ctx_->adopt_allocation(desc.device, s.buffer_address(int(b)), desc.buffer_bytes[b])) {
+		if (auto r = ctx_->adopt_allocation(desc.device, s.buffer_address(int(b)), desc.buffer_bytes[b],
+						      0 /* programs run on emu only: no buffer handle */)) {
 			*problems += what + "buffer " + std::to_string(b) + ": " + r->message + "; ";
 			free_program_buffers(*program);
 			return;

@@ -6,6 +6,7 @@
 #include "tenant.h"
 #include "text.h"
 
+#include <algorithm>
 #include <cstring>
 #include <shared_mutex>
 #include <sys/mman.h>
@@ -19,8 +20,50 @@ namespace {
 
 std::string ring_name(uint64_t queue) { return "ring." + std::to_string(queue); }
 std::string undo_name(uint64_t queue) { return "undo." + std::to_string(queue); }
+std::string file_name(uint64_t tenant, uint32_t device)
+{
+	return "accel." + std::to_string(tenant) + "." + std::to_string(device);
+}
 
 } // namespace
+
+void Tenant::keep_in(FdStore *store, StateJournal *journal)
+{
+	store_ = store;
+	journal_ = journal;
+	keep_files();
+}
+
+// The context's files (kmd: the tenant's driver file per device, which holds its
+// BOs and dies with its last descriptor) go to the supervisor before any request
+// is answered: whatever the tenant allocates from here on outlives neurond.
+void Tenant::keep_files()
+{
+	if (!store_ || !ctx_)
+		return;
+	const std::vector<int> fds = ctx_->kept_files();
+	file_kept_.resize(std::max(file_kept_.size(), fds.size()), false);
+	for (uint32_t d = 0; d < fds.size(); ++d) {
+		if (file_kept_[d] || fds[d] < 0)
+			continue;
+		if (auto err = store_->store(file_name(id_, d), fds[d]); !err.empty()) {
+			NLOG_WARN("state.keep_failed", log_fields() + " what=driver_file device=" + std::to_string(d) +
+							       " error=" + quoted(err));
+			continue;
+		}
+		file_kept_[d] = true;
+	}
+}
+
+void Tenant::forget_kept_files()
+{
+	if (!store_)
+		return;
+	for (uint32_t d = 0; d < file_kept_.size(); ++d)
+		if (file_kept_[d])
+			store_->remove(file_name(id_, d));
+	file_kept_.clear();
+}
 
 std::string Tenant::keep_queue(backend::Queue &q)
 {
@@ -80,14 +123,18 @@ void Tenant::save(state::Tenant *out) const
 				s->set_device(device);
 				s->set_address(address);
 				s->set_size(a.size);
+				s->set_handle(a.handle);
 			}
+		for (const auto &[handle, bytes] : host_sizes_) {
+			auto *h = out->add_host_buffers();
+			h->set_handle(handle);
+			h->set_size(bytes);
+			if (const backend::HostRegion *r = m.host(handle))
+				for (uint32_t import : r->handles)
+					h->add_imports(import);
+		}
 	}
 	save_programs(out);
-	for (const auto &[handle, bytes] : host_sizes_) {
-		auto *h = out->add_host_buffers();
-		h->set_handle(handle);
-		h->set_size(bytes);
-	}
 	for (const auto &[id, q] : queues_) {
 		auto it = progress_slot_.find(id);
 		if (it == progress_slot_.end())
@@ -110,7 +157,18 @@ std::unique_ptr<Tenant> Tenant::adopt(const state::Tenant &s, backend::DeviceBac
 	peer.uid = s.uid();
 	peer.gid = s.gid();
 	peer.command = s.command();
-	auto t = std::make_unique<Tenant>(s.id(), peer, devices);
+	// Its backend context on the files the earlier neurond kept (kmd: its driver
+	// files, holding its BOs); a file not kept is opened anew (and kept below).
+	std::vector<int> files(devices.device_count(), -1);
+	bool any_file = false;
+	for (uint32_t d = 0; d < files.size(); ++d) {
+		files[d] = store.take(file_name(s.id(), d));
+		any_file |= files[d] >= 0;
+	}
+	auto t = std::make_unique<Tenant>(s.id(), peer, devices, any_file ? files : std::vector<int>{});
+	t->file_kept_.resize(files.size(), false);
+	for (uint32_t d = 0; d < files.size(); ++d)
+		t->file_kept_[d] = files[d] >= 0; // already in the store
 	t->keep_in(&store, &journal);
 	t->resume_token = s.resume_token();
 	t->client_name = s.client_name();
@@ -127,7 +185,7 @@ std::unique_ptr<Tenant> Tenant::adopt(const state::Tenant &s, backend::DeviceBac
 		return t;
 	}
 	for (const auto &a : s.allocations()) {
-		if (auto r = t->ctx_->adopt_allocation(a.device(), a.address(), a.size())) {
+		if (auto r = t->ctx_->adopt_allocation(a.device(), a.address(), a.size(), a.handle())) {
 			*problems += "allocation " + std::to_string(a.address()) + ": " + r->message + "; ";
 			continue;
 		}
@@ -139,7 +197,8 @@ std::unique_ptr<Tenant> Tenant::adopt(const state::Tenant &s, backend::DeviceBac
 			*problems += "host buffer " + std::to_string(h.handle()) + " was not kept; ";
 			continue;
 		}
-		auto r = t->ctx_->register_host(fd, h.size(), h.handle());
+		const std::vector<uint32_t> earlier(h.imports().begin(), h.imports().end());
+		auto r = t->ctx_->adopt_host(fd, h.size(), h.handle(), earlier);
 		close(fd); // the backend mapped it; the supervisor keeps its copy
 		if (r) {
 			*problems += "host buffer " + std::to_string(h.handle()) + ": " + r->message + "; ";
@@ -173,6 +232,12 @@ void Tenant::adopt_queue(const state::Queue &s, FdStore &store, StateJournal &jo
 		if (undo >= 0)
 			close(undo);
 		return;
+	}
+	// The old neurond's buffer for the command it was running (kmd: chain state):
+	// the command runs again from its start with a new one.
+	if (progress->scratch) {
+		ctx_->drop_scratch(s.device(), progress->scratch);
+		progress->scratch = 0;
 	}
 	const QueueKind kind = s.kind() == 2 ? QueueKind::Dma : QueueKind::Core;
 	std::shared_ptr<backend::Queue> q;

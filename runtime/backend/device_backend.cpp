@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unistd.h>
 
 namespace neuron::backend {
 
@@ -107,6 +108,14 @@ std::vector<sched::InjectedFault> DeviceBackend::faults_for(uint32_t device, int
 		if (f.device == device && (f.on_dma_engine() ? core < 0 : core >= 0 && f.core == static_cast<uint32_t>(core)))
 			out.push_back(f);
 	return out;
+}
+
+std::shared_ptr<TenantContext> DeviceBackend::adopt_tenant(uint64_t tenant_id, pid_t pid, std::vector<int> kept_files)
+{
+	for (int fd : kept_files)
+		if (fd >= 0)
+			close(fd);
+	return open_tenant(tenant_id, pid);
 }
 
 uint64_t DeviceBackend::watchdog_resets(uint32_t device) const

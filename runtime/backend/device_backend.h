@@ -89,6 +89,11 @@ public:
 	// A new tenant's context. Throws std::runtime_error with the reason it cannot
 	// have one (e.g. the driver refused to open a file for it).
 	virtual std::shared_ptr<TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) = 0;
+	// Restart survival: the context of a tenant of the neurond before this one,
+	// built on `kept_files` (its TenantContext::kept_files() then, by device, -1
+	// where one was not kept; owned from here on). Backends that keep no files
+	// open a new context. Throws as open_tenant.
+	virtual std::shared_ptr<TenantContext> adopt_tenant(uint64_t tenant_id, pid_t pid, std::vector<int> kept_files);
 
 	// Restart survival (daemon/README.md). The memfd behind `device`'s memory that
 	// neurond keeps with its supervisor, or -1 if this backend keeps none.

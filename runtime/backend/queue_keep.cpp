@@ -55,6 +55,9 @@ struct UndoLog::Header {
 static constexpr uint64_t kHeaderBytes = 4096;
 // count of a record that could not be saved (a replay with too many ranges).
 static constexpr uint32_t kUnsaved = 0xffffffffu;
+// count of a record whose written operands this process cannot read (kmd: they
+// lie in driver BOs): the command, if interrupted, faults instead of running again.
+static constexpr uint32_t kUnreachable = 0xfffffffeu;
 
 UndoLog::UndoLog(int fd) : fd_(fd)
 {
@@ -97,11 +100,22 @@ std::string UndoLog::save(uint64_t seq, const neuron_cmd &cmd, const gate::Opera
 		return "the queue has no undo log";
 	const int written = std::min<int>(kernels::written_operands(cmd.opcode), cmd.num_operands);
 	uint64_t total = kHeaderBytes;
-	for (int w = 0; w < written; ++w)
+	bool reachable = true;
+	for (int w = 0; w < written; ++w) {
 		total += ops.bytes[w];
-	if (!grow(total))
+		reachable = reachable && (ops.where[w].data || !ops.bytes[w]);
+	}
+	if (!grow(reachable ? total : kHeaderBytes))
 		return "cannot grow the queue's undo log to " + std::to_string(total) + " bytes";
 	auto *h = static_cast<Header *>(map_);
+	if (!reachable) {
+		// Only the mark: restore() then says why this command cannot run again.
+		std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
+		h->count = kUnreachable;
+		h->seq = seq;
+		std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
+		return {};
+	}
 	std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
 	auto *out = static_cast<std::byte *>(map_) + kHeaderBytes;
 	h->count = static_cast<uint32_t>(written);
@@ -154,6 +168,11 @@ UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &m
 	if (h->count == kUnsaved) {
 		*why = "the program replay writes more memory ranges than its undo record holds (" +
 		       std::to_string(kMaxSavedRanges) + ")";
+		return Restore::Failed;
+	}
+	if (h->count == kUnreachable) {
+		*why = "it writes memory it also reads, and this backend's device memory lies where neurond cannot "
+		       "save it before the command (driver buffers: the undo log works on --backend emu only)";
 		return Restore::Failed;
 	}
 	if (h->count > kMaxSavedRanges) {

@@ -37,7 +37,11 @@ struct QueueProgress {
 	uint64_t completed; // ring slots completed
 	uint64_t started;   // first slot of the command whose tiles began
 	uint32_t faulted;   // 1 once the queue faulted
-	uint32_t pad0;
+	// A buffer the backend made for the command in flight (kmd: the handle of its
+	// chain-state BO in the tenant's driver file), or 0. Set after it is made and
+	// cleared before it is freed, so a new neurond that finds it set closes a buffer
+	// the old one leaked (TenantContext::drop_scratch), never another.
+	uint32_t scratch;
 	uint64_t pad1[4];
 };
 static_assert(sizeof(QueueProgress) == 64);

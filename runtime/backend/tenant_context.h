@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace neuron::backend {
 
@@ -47,9 +48,26 @@ public:
 	// Restart survival: the allocation [address, address + size) on `device` that
 	// the neurond before this one had made for this tenant, with its bytes as they
 	// are (DeviceBackend::restart_unsupported() says whether a backend can).
-	virtual Result adopt_allocation(uint32_t, uint64_t, uint64_t)
+	// `handle`: its DeviceAllocation::handle then (kmd: the BO in the kept file;
+	// the driver cannot list a file's handles, so it comes from the journal).
+	virtual Result adopt_allocation(uint32_t, uint64_t, uint64_t, uint32_t)
 	{
 		return Refusal{Refusal::Unavailable, "this backend cannot adopt device memory after a restart"};
+	}
+	// Restart survival: the descriptors behind this context that must outlive
+	// neurond, by device (kmd: the tenant's open driver file of each device, which
+	// holds its BOs), or none (emu: its memory lies in the kept HBM memfd). The
+	// context keeps ownership; the daemon hands copies to its supervisor.
+	virtual std::vector<int> kept_files() const { return {}; }
+	// Restart survival: a buffer the backend made for one command of this tenant on
+	// `device`, which a restart interrupted (QueueProgress::scratch): freed.
+	virtual void drop_scratch(uint32_t, uint32_t) {}
+	// Restart survival: host buffer `handle` again from its kept memfd, as
+	// register_host; `earlier` are its HostRegion::handles under the neurond before
+	// (kmd: its imports into the kept files, closed here once imported again).
+	virtual Result adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &)
+	{
+		return register_host(memfd, size, handle);
 	}
 	// Waits for the tenant's running tiles, then frees (and zeroes) it.
 	virtual Result free(uint32_t device, uint64_t address) = 0;

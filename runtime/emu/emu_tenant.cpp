@@ -31,7 +31,7 @@ backend::Result EmuTenant::alloc(uint32_t device, uint64_t size, uint64_t alignm
 	return std::nullopt;
 }
 
-backend::Result EmuTenant::adopt_allocation(uint32_t device, uint64_t address, uint64_t size)
+backend::Result EmuTenant::adopt_allocation(uint32_t device, uint64_t address, uint64_t size, uint32_t)
 {
 	if (device >= devices_.size())
 		return Refusal{Refusal::NotFound, "device " + std::to_string(device) + " does not exist"};

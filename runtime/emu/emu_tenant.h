@@ -20,7 +20,7 @@ public:
 
 	backend::Result alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address) override;
 	backend::Result free(uint32_t device, uint64_t address) override;
-	backend::Result adopt_allocation(uint32_t device, uint64_t address, uint64_t size) override;
+	backend::Result adopt_allocation(uint32_t device, uint64_t address, uint64_t size, uint32_t) override;
 	backend::Result register_host(int memfd, uint64_t size, uint32_t handle) override;
 	backend::Result unregister_host(uint32_t handle) override;
 	backend::Result attach_queue(backend::Queue &) override { return std::nullopt; }

@@ -171,6 +171,9 @@ public:
 	// GEM_CLOSE (and unmap). The memory is freed when no job uses it any more.
 	void free(const DeviceBuffer &b);
 	void free(HostBuffer &hb);
+	// GEM_CLOSE of a handle this process never mapped (restart survival: an
+	// earlier neurond's import in an adopted file).
+	void close_handle(uint32_t handle);
 
 	// Queues a DMA job (copies run in order, in the kernel) on DMA queue q,
 	// after `waits`. Returns the job's point on that queue's timeline.

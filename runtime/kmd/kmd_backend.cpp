@@ -134,6 +134,14 @@ std::shared_ptr<backend::TenantContext> KmdBackend::open_tenant(uint64_t tenant_
 	return t;
 }
 
+std::shared_ptr<backend::TenantContext> KmdBackend::adopt_tenant(uint64_t tenant_id, pid_t pid,
+								 std::vector<int> kept_files)
+{
+	auto t = std::make_shared<KmdTenant>(tenant_id, pid, *this, std::move(kept_files));
+	tenants_.add(tenant_id, t);
+	return t;
+}
+
 std::unique_ptr<sched::TileRunner> KmdBackend::make_runner(uint32_t device, int core)
 {
 	if (core < 0)

@@ -86,6 +86,13 @@ public:
 	}
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
+	// Restart survival (daemon/README.md "kmd."): tenants' driver files are kept
+	// with the supervisor (their BOs live as long as the file), and adopted on
+	// the kept files. The compute engine is neurond itself: the driver fails the
+	// jobs of the engine that died (engine eras), the new one attaches at start.
+	std::shared_ptr<backend::TenantContext> adopt_tenant(uint64_t tenant_id, pid_t pid,
+							     std::vector<int> kept_files) override;
+	std::string restart_unsupported() const override { return {}; }
 	void stop() override;
 	// The driver's job timeout resets the device's cores (its watchdog); neurond's is off.
 	bool resets_cores() const override { return false; }

@@ -431,6 +431,12 @@ void KmdContext::free(const DeviceBuffer &b)
 		fail(errno, "freeing device BO " + std::to_string(b.handle) + " of context '" + name_ + "'");
 }
 
+void KmdContext::close_handle(uint32_t handle)
+{
+	if (drmCloseBufferHandle(fd_, handle))
+		fail(errno, "closing handle " + std::to_string(handle) + " of context '" + name_ + "'");
+}
+
 void KmdContext::free(HostBuffer &hb)
 {
 	const size_t len = hb.size;

@@ -15,6 +15,7 @@
 #include <drm/neuron_accel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -35,9 +36,14 @@ struct KmdState final : sched::RunnerState {
 	uint32_t device = 0;
 	DeviceBuffer scratch; // handle 0: none
 	uint64_t slot_bytes = 0, chains = 0;
+	backend::QueueProgress *progress = nullptr; // the queue's kept record (restart survival), or null
 	~KmdState() override
 	{
 		if (tenant && scratch.handle) {
+			// Forgotten by the record first: a new neurond must never close a
+			// handle the driver may have given to a later BO.
+			if (progress)
+				std::atomic_ref<uint32_t>(progress->scratch).store(0, std::memory_order_release);
 			try {
 				tenant->free_scratch(device, scratch);
 			} catch (const Error &) {
@@ -124,6 +130,11 @@ std::optional<kernels::Fault> KmdCoreRunner::begin(LogicalCore &, InFlight &f, c
 									 " bytes of device memory for the command's chain state: " +
 									 e.what()};
 		}
+		// Restart survival: the kept file would hold this BO after a kill; the
+		// record names it so that the next neurond frees it.
+		s->progress = ctx.queue.progress();
+		if (s->progress)
+			std::atomic_ref<uint32_t>(s->progress->scratch).store(s->scratch.handle, std::memory_order_release);
 	}
 	f.state = std::move(s);
 	return std::nullopt;

@@ -7,6 +7,9 @@
 
 #include <bit>
 #include <cerrno>
+#include <shared_mutex>
+#include <unistd.h>
+#include <utility>
 
 namespace neuron::kmd {
 
@@ -31,7 +34,97 @@ KmdTenant::KmdTenant(uint64_t tenant_id, pid_t pid, KmdBackend &backend) : Tenan
 	}
 }
 
+KmdTenant::KmdTenant(uint64_t tenant_id, pid_t pid, KmdBackend &backend, std::vector<int> kept_files)
+	: TenantContext(tenant_id), backend_(backend)
+{
+	const std::string name = "tenant " + std::to_string(tenant_id) + " pid " + std::to_string(pid);
+	uint32_t d = 0;
+	try {
+		for (; d < backend.device_count(); ++d) {
+			KmdDevice &dev = backend.slot(d).device();
+			const int fd = d < kept_files.size() ? std::exchange(kept_files[d], -1) : -1;
+			contexts_.push_back(fd >= 0 ? dev.adopt_context(fd, name + " (kept)") : dev.create_context(name, 0));
+			dev.set_core_mask(*contexts_.back(), 0);
+			masks_.push_back(0);
+		}
+	} catch (...) {
+		for (int fd : kept_files)
+			if (fd >= 0)
+				::close(fd);
+		throw;
+	}
+}
+
 KmdTenant::~KmdTenant() { release(); }
+
+std::vector<int> KmdTenant::kept_files() const
+{
+	std::vector<int> fds;
+	for (const auto &c : contexts_)
+		fds.push_back(c->fd());
+	return fds;
+}
+
+backend::Result KmdTenant::adopt_allocation(uint32_t device, uint64_t address, uint64_t size, uint32_t handle)
+{
+	if (device >= contexts_.size())
+		return Refusal{Refusal::NotFound, "device " + std::to_string(device) + " does not exist"};
+	DeviceBuffer bo;
+	try {
+		bo = context(device).find_device(handle);
+	} catch (const Error &e) {
+		return Refusal{Refusal::NotFound, "the kept driver file has no device BO " + std::to_string(handle) + ": " +
+							  e.what()};
+	}
+	const uint64_t base = address_of(bo);
+	if (address < base || size > bo.size || address - base > bo.size - size)
+		return Refusal{Refusal::InvalidArgument, "BO " + std::to_string(handle) + " of the kept driver file holds [" +
+								 std::to_string(base) + ", +" + std::to_string(bo.size) +
+								 "), not the journal's allocation at " + std::to_string(address) +
+								 " of " + std::to_string(size) + " bytes"};
+	auto lock = memory_.lock_exclusive();
+	memory_.add_device(device, address, backend::DeviceAllocation{size, nullptr, bo.handle, base});
+	return std::nullopt;
+}
+
+void KmdTenant::drop_scratch(uint32_t device, uint32_t handle)
+{
+	if (device >= contexts_.size() || handle == 0)
+		return;
+	{
+		std::shared_lock lock(memory_.mutex);
+		auto it = memory_.device_allocations().find(device);
+		if (it != memory_.device_allocations().end())
+			for (const auto &[address, a] : it->second)
+				if (a.handle == handle)
+					return; // an allocation: never closed here
+	}
+	try {
+		contexts_[device]->close_handle(handle);
+	} catch (const Error &) {
+		// Freed already: nothing leaked.
+	}
+}
+
+backend::Result KmdTenant::adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &earlier)
+{
+	// Imported again (this process has no mapping of the old import); the old
+	// import's handle would otherwise pin the pages (or a staging BO) in the kept
+	// file for as long as the tenant lives.
+	if (auto r = register_host(memfd, size, handle))
+		return r;
+	const std::vector<HostBuffer> &now = hosts_.at(handle);
+	for (uint32_t d = 0; d < earlier.size() && d < contexts_.size(); ++d) {
+		if (earlier[d] == 0 || earlier[d] == now.at(d).handle)
+			continue;
+		try {
+			contexts_[d]->close_handle(earlier[d]);
+		} catch (const Error &) {
+			// Not there any more: nothing to leak.
+		}
+	}
+	return std::nullopt;
+}
 
 backend::Result KmdTenant::alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address)
 {

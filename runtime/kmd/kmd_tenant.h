@@ -36,9 +36,22 @@ class KmdTenant final : public backend::TenantContext {
 public:
 	// Opens its files; throws kmd::Error if the driver refuses.
 	KmdTenant(uint64_t tenant_id, pid_t pid, KmdBackend &backend);
+	// Restart survival: a tenant of the neurond before this one, on the files it
+	// kept (by device, owned from here on; -1: a new file is opened). Each kept
+	// file's core mask is set to none, as a new file's: the engines grant cores
+	// again as they schedule the tenant. Throws kmd::Error (the fds closed).
+	KmdTenant(uint64_t tenant_id, pid_t pid, KmdBackend &backend, std::vector<int> kept_files);
 	~KmdTenant() override; // release()
 
 	backend::Result alloc(uint32_t device, uint64_t size, uint64_t alignment, uint64_t *address) override;
+	// The BO `handle` of the kept file, checked against what the journal says
+	// (it must hold [address, address + size)).
+	backend::Result adopt_allocation(uint32_t device, uint64_t address, uint64_t size, uint32_t handle) override;
+	std::vector<int> kept_files() const override;
+	// The chain-state BO `handle` of a command the restart interrupted (never one
+	// of the tenant's allocations).
+	void drop_scratch(uint32_t device, uint32_t handle) override;
+	backend::Result adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &earlier) override;
 	backend::Result free(uint32_t device, uint64_t address) override;
 	backend::Result register_host(int memfd, uint64_t size, uint32_t handle) override;
 	backend::Result unregister_host(uint32_t handle) override;

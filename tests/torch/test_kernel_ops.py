@@ -298,6 +298,22 @@ def test_flash_attention(causal, dtype, shape):
            grad_tol=grad_tol)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_heads_on_host_threads_give_the_bits_of_one_head_alone(causal):
+    """neurond runs the kernel's head loop (affine_range over batch x heads) on the core's
+    host threads when its iterations are provably independent (runtime/tile/independence.cpp):
+    each head of a 4-head call must be the very bits of that head computed alone (a one-head
+    call has no loop to spread over threads), and match SDPA."""
+    BH, S, D = 4, 520, 64
+    q, k, v = (t.to(DEV) for t in _leaves((BH, S, D), (BH, S, D), (BH, S, D), seed=11))
+    heads = kl.flash_attention(q, k, v, causal=causal).cpu()
+    for h in range(BH):
+        alone = kl.flash_attention(q[h:h + 1], k[h:h + 1], v[h:h + 1], causal=causal).cpu()
+        assert torch.equal(heads[h:h + 1], alone), h
+    torch.testing.assert_close(heads, F.scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), is_causal=causal),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_flash_attention_keeps_no_score_matrix_in_device_memory():
     """Forward and backward at S = 1024: the device's peak over what the inputs,
     outputs and gradients hold stays far below one S x S f32 matrix (4 MiB)."""

@@ -308,23 +308,36 @@ bool Loop::chip_ok() const
 	return true;
 }
 
+// Floor and ceiling of a / b for b > 0.
+i128 floor_div(i128 a, i128 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+i128 ceil_div(i128 a, i128 b) { return -floor_div(-a, b); }
+
+// Written bytes of one iteration meet no bytes another iteration reaches: for a
+// write w and an access r of its argument (both moving by s per iteration),
+// iterations x != y collide iff w.lo - r.hi < s (y - x) < w.hi - r.lo for some
+// 0 < |y - x| < trip. (Stacked outputs such as dk/dv [2, BH, S, D] pass: their
+// slabs lie a whole BH strides apart.)
 bool Loop::hbm_ok() const
 {
+	constexpr size_t kMostPairs = 1 << 22; // beyond, the loop runs in order (bounded validation)
+	size_t pairs = 0;
+	const i128 far = i128(trips_[depth_]) - 1;
 	for (const Reach &w : hbm_) {
 		if (!w.write)
 			continue;
-		const i128 s = w.stride[depth_];
-		i128 lo = w.lo, hi = w.hi;
 		for (const Reach &r : hbm_) {
 			if (r.arg != w.arg)
 				continue;
-			if (!std::equal(r.stride, r.stride + depth_ + 1, w.stride))
+			if (++pairs > kMostPairs || !std::equal(r.stride, r.stride + depth_ + 1, w.stride))
 				return false;
-			lo = std::min(lo, r.lo);
-			hi = std::max(hi, r.hi);
+			i128 s = w.stride[depth_], lo = w.lo - r.hi, hi = w.hi - r.lo; // s * d in (lo, hi)
+			if (s == 0)
+				return false;
+			s = s < 0 ? -s : s; // y - x ranges over both signs alike
+			const i128 d0 = std::max(floor_div(lo, s) + 1, -far), d1 = std::min(ceil_div(hi, s) - 1, far);
+			if (d0 <= d1 && (d0 != 0 || d1 != 0))
+				return false;
 		}
-		if (s == 0 || hi - lo > (s < 0 ? -s : s))
-			return false;
 	}
 	return true;
 }

@@ -254,3 +254,26 @@ Test(tile_parallel, aliased_arguments_run_in_order)
 	for (size_t i = 0; i < args[1].size(); i += 997)
 		cr_assert_eq(args[1].get(i), double(float(in[1].get(i) + 1.0f)));
 }
+
+// Two stores per iteration into a stacked output [2, T, P, F] (flash attention's
+// dk/dv): disjoint across iterations, so parallel. Shifted by one block, the
+// second store meets the next iteration's first: in order.
+Test(tile_parallel, stacked_outputs_are_disjoint_shifted_ones_are_not)
+{
+	using namespace tb;
+	const int64_t P = 128, F = 512, T = 32;
+	for (int64_t second : {T * P * F, P * F}) {
+		std::vector<Arg> args{Arg(f32, 2 * T * P * F)};
+		const neuron_tile_ap t = sbuf(f32, P, F);
+		neuron_tile_insn io = insn(NEURON_TILE_OP_IOTA, {t});
+		io.base = Affine{0, {1}}.get();
+		io.i[0] = 1;
+		const std::vector<neuron_tile_insn> insns{
+			loop(T), io, insn(NEURON_TILE_OP_DMA, {hbm(f32, 0, P, F, F, {0, {P * F}}), t}),
+			insn(NEURON_TILE_OP_DMA, {hbm(f32, 0, P, F, F, {second, {P * F}}), t}), end_loop()};
+		auto p = th::validated(insns, args);
+		const bool disjoint = second == T * P * F;
+		cr_expect_eq(parallel_loops(*p).size(), disjoint ? 1u : 0u, "second store at %lld", (long long)second);
+		expect_in_order_bits(p, args, disjoint);
+	}
+}

@@ -285,7 +285,11 @@ Outcome run_kernel_tiles(InFlight &f, const RunContext &ctx, tile::Execution &ke
 			continue;
 		}
 		uint64_t dt = 0;
-		out = kernel_step(f, ctx, kernel, -1, nullptr, &dt);
+		try {
+			out = kernel_step(f, ctx, kernel, -1, nullptr, &dt);
+		} catch (...) { // nothing should throw; if something does, the queue faults
+			out = Outcome::fault(NEURON_FAULT_EXEC, "internal error while running a tile");
+		}
 		if (out.kind != Outcome::Done)
 			break;
 		store_max(longest, dt);

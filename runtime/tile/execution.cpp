@@ -70,31 +70,42 @@ bool Execution::may_fork(std::span<std::byte *const> args)
 }
 
 // At a parallel loop's loop_begin: one lane per iteration up to max_lanes_, each
-// with the memory as it stands, at the start of its first iteration.
-void Execution::fork()
+// with the memory as it stands, at the start of its first iteration. False (and
+// the loop runs in order) when the host has no memory for the copies.
+bool Execution::fork()
 {
 	const size_t begin = main_.pc;
-	trip_ = program_->insns[begin].i[0];
-	fork_end_ = program_->match[begin];
-	const int64_t n = std::min<int64_t>(max_lanes_, trip_);
-	lanes_.resize(static_cast<size_t>(n));
+	const int64_t trip = program_->insns[begin].i[0];
+	const int64_t n = std::min<int64_t>(max_lanes_, trip);
+	std::vector<Lane> lanes(static_cast<size_t>(n));
+	try {
+		for (int64_t k = 0; k + 1 < n; ++k)
+			lanes[static_cast<size_t>(k)].mem = std::make_unique<chip::OnChipMemory>(*mem_);
+	} catch (const std::bad_alloc &) {
+		fork_ok_ = 0;
+		return false;
+	}
+	lanes.back().mem = std::move(mem_);
 	for (int64_t k = 0; k < n; ++k) {
-		Lane &l = lanes_[static_cast<size_t>(k)];
+		Lane &l = lanes[static_cast<size_t>(k)];
 		l.at = main_;
 		l.at.iv[main_.depth] = k;
 		l.at.depth = main_.depth + 1;
 		l.at.pc = begin + 1;
-		l.last = k == trip_ - 1;
-		l.mem = k + 1 < n ? std::make_unique<chip::OnChipMemory>(*mem_) : std::move(mem_);
+		l.last = k == trip - 1;
 	}
+	trip_ = trip;
+	fork_end_ = program_->match[begin];
+	lanes_ = std::move(lanes);
 	next_iteration_.store(n, std::memory_order_relaxed);
+	return true;
 }
 
 bool Execution::step(std::span<std::byte *const> args)
 {
 	const Stop s = advance(main_, *mem_, args, nullptr);
 	if (s == Stop::Fork) {
-		fork();
+		fork(); // or not: then the next step runs the loop in order
 		return false;
 	}
 	steps_.fetch_add(1, std::memory_order_relaxed);

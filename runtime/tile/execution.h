@@ -72,7 +72,7 @@ private:
 
 	Stop advance(Cursor &c, chip::OnChipMemory &mem, std::span<std::byte *const> args, Lane *lane);
 	bool may_fork(std::span<std::byte *const> args);
-	void fork();
+	bool fork();
 
 	std::shared_ptr<const TileProgram> program_;
 	std::unique_ptr<chip::OnChipMemory> mem_;

@@ -23,9 +23,9 @@ std::vector<std::byte> onchip_bytes(const neuron::tile::Execution &e, const neur
 	const uint32_t P = p.onchip.partitions;
 	std::vector<std::byte> out(P * (p.sbuf_bytes_used + p.psum_bytes_used));
 	std::byte *to = out.data();
-	for (uint32_t q = 0; q < P; ++q, to += p.sbuf_bytes_used)
+	for (uint32_t q = 0; q < P && p.sbuf_bytes_used; ++q, to += p.sbuf_bytes_used)
 		std::memcpy(to, m.sbuf(q, 0), p.sbuf_bytes_used);
-	for (uint32_t q = 0; q < P; ++q, to += p.psum_bytes_used)
+	for (uint32_t q = 0; q < P && p.psum_bytes_used; ++q, to += p.psum_bytes_used)
 		std::memcpy(to, m.psum(q, 0), p.psum_bytes_used);
 	return out;
 }

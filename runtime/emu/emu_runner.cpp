@@ -109,6 +109,38 @@ Outcome run_tile(const InFlight &f, const RunContext &ctx, uint64_t index, int t
 	return Outcome::of(Outcome::Done);
 }
 
+// One step of a TILE_KERNEL node on the calling thread, under the tenant's memory
+// lock (its operands resolved again: the tenant may have freed one since the last
+// step): the kernel's next step (lane < 0) or the next step of one of its lanes
+// (*lane_done: that lane has no iteration left). Timed as a tile.
+Outcome kernel_step(const InFlight &f, const RunContext &ctx, tile::Execution &kernel, int lane, bool *lane_done,
+		    uint64_t *wall_ns)
+{
+	const uint64_t cpu_start = thread_cpu_ns();
+	const uint64_t start = monotonic_ns();
+	{
+		backend::Queue &q = ctx.queue;
+		backend::TenantMemory &m = q.tenant().memory();
+		std::shared_lock lock(m.mutex);
+		if (q.retired())
+			return Outcome::of(Outcome::Ended);
+		gate::Operands ops;
+		if (auto flt = gate::resolve(f.cmd, q.kind() == backend::QueueKind::Dma, m.space(q.device()), &ops))
+			return Outcome::fault(std::move(*flt));
+		std::byte *args[NEURON_MAX_OPERANDS];
+		for (int k = 0; k < NEURON_MAX_OPERANDS; ++k)
+			args[k] = ops.views[k].data;
+		const std::span<std::byte *const> a(args, kernel.arg_count());
+		if (lane < 0)
+			kernel.step(a);
+		else
+			*lane_done = kernel.step_lane(static_cast<size_t>(lane), a);
+	}
+	*wall_ns = monotonic_ns() - start;
+	ctx.record_tile(*wall_ns, thread_cpu_ns() - cpu_start);
+	return Outcome::of(Outcome::Done);
+}
+
 // One step of backing a tiled command's pages (prefault.h); false when the chunk
 // is done. Timed like a tile: the core cannot change tenants during it either.
 bool run_prefault_step(chip::Prefault::Chunk &chunk, const RunContext &ctx, uint64_t *wall_ns)
@@ -132,7 +164,10 @@ std::optional<kernels::Fault> EmuRunner::begin(LogicalCore &, InFlight &f, const
 		if (!f.program || t >= f.program->tiles.size())
 			return kernels::Fault{NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program"};
 		try {
-			s->kernel = std::make_unique<tile::Execution>(f.program->tiles[t]);
+			// Lanes (one per host thread) only for a kernel of several steps: a
+			// one-tile command runs whole (run_whole), never forked.
+			const int lanes = f.plan.tiles > 1 ? ctx.threads : 1;
+			s->kernel = std::make_unique<tile::Execution>(f.program->tiles[t], lanes);
 		} catch (const std::bad_alloc &) {
 			return kernels::Fault{NEURON_FAULT_EXEC, "no host memory for the kernel's on-chip memory"};
 		}
@@ -169,8 +204,114 @@ Outcome EmuRunner::run_whole(LogicalCore &, InFlight &f, const RunContext &ctx, 
 // core. Adaptive: while nobody waits, tile follows tile with no trip through the
 // scheduler, so a tenant alone runs its op as if untiled; once someone waits, every
 // thread stops after its running tile, so the core is theirs within one tile.
+namespace {
+
+// The lanes of a forked kernel loop on up to ctx.threads host threads: each thread
+// claims a lane nobody runs and runs its steps until the lane is done (then claims
+// another) or someone waits for the core (*stop; the lanes keep their place for the
+// next turn, on any threads).
+Outcome run_kernel_lanes(const InFlight &f, const RunContext &ctx, tile::Execution &kernel, std::atomic<bool> &stop,
+			 std::atomic<uint64_t> &longest)
+{
+	const size_t lanes = kernel.lanes();
+	std::vector<std::atomic<bool>> taken(lanes);
+	size_t open = 0;
+	for (size_t k = 0; k < lanes; ++k)
+		open += !kernel.lane_done(k);
+	std::mutex mutex; // guards first_error
+	Outcome first_error;
+	auto worker = [&] {
+		try {
+			for (size_t k = 0; k < lanes && !stop.load(std::memory_order_relaxed); ++k) {
+				if (taken[k].exchange(true) || kernel.lane_done(k))
+					continue;
+				bool done = false;
+				while (!done && !stop.load(std::memory_order_relaxed)) {
+					uint64_t dt = 0;
+					const Outcome out = kernel_step(f, ctx, kernel, static_cast<int>(k), &done, &dt);
+					if (out.kind != Outcome::Done) {
+						std::lock_guard lock(mutex);
+						if (first_error.kind == Outcome::Done)
+							first_error = out;
+						stop.store(true, std::memory_order_relaxed);
+						break;
+					}
+					store_max(longest, dt);
+					if (ctx.yield())
+						stop.store(true, std::memory_order_relaxed);
+				}
+			}
+		} catch (...) {
+			std::lock_guard lock(mutex);
+			if (first_error.kind == Outcome::Done)
+				first_error = Outcome::fault(NEURON_FAULT_EXEC, "internal error while running a tile");
+			stop.store(true, std::memory_order_relaxed);
+		}
+	};
+	const int threads = static_cast<int>(std::clamp<uint64_t>(open, 1, static_cast<uint64_t>(ctx.threads)));
+	if (threads == 1) {
+		worker();
+	} else {
+#pragma omp parallel num_threads(threads)
+		{
+			sched::set_thread_nice(ctx.nice);
+			worker();
+		}
+	}
+	return first_error;
+}
+
+// A TILE_KERNEL node's steps (its one chain of tiles): in order on this thread, and
+// a forked loop's lanes on the core's host threads, until the kernel ends or
+// someone waits for the core (then the chain is parked at the steps run so far).
+Outcome run_kernel_tiles(InFlight &f, const RunContext &ctx, tile::Execution &kernel, uint64_t *longest_ns)
+{
+	std::optional<sched::TileCursor::Claim> c = f.tiles.claim();
+	if (!c)
+		return Outcome::of(f.tiles.done() ? Outcome::Done : Outcome::Preempted);
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> longest{0};
+	Outcome out;
+	while (!stop.load(std::memory_order_relaxed) && !kernel.done()) {
+		if (kernel.forked()) {
+			out = run_kernel_lanes(f, ctx, kernel, stop, longest);
+			if (out.kind != Outcome::Done)
+				break;
+			bool all = true;
+			for (size_t k = 0; k < kernel.lanes(); ++k)
+				all = all && kernel.lane_done(k);
+			if (all)
+				kernel.join();
+			continue;
+		}
+		uint64_t dt = 0;
+		try {
+			out = kernel_step(f, ctx, kernel, -1, nullptr, &dt);
+		} catch (...) { // nothing should throw; if something does, the queue faults
+			out = Outcome::fault(NEURON_FAULT_EXEC, "internal error while running a tile");
+		}
+		if (out.kind != Outcome::Done)
+			break;
+		store_max(longest, dt);
+		if (ctx.yield())
+			stop.store(true, std::memory_order_relaxed);
+	}
+	*longest_ns = longest.load(std::memory_order_relaxed);
+	if (out.kind == Outcome::Done && kernel.done()) {
+		f.tiles.finish();
+		return out;
+	}
+	c->next = std::min<uint64_t>(kernel.steps_run(), f.tiles.chain_length() - 1);
+	f.tiles.park(*c);
+	return out.kind == Outcome::Done ? Outcome::of(Outcome::Preempted) : out;
+}
+
+} // namespace
+
 Outcome EmuRunner::run_tiles(LogicalCore &, InFlight &f, const RunContext &ctx, uint64_t *longest_ns)
 {
+	if (EmuState &ks = state(f); ks.kernel)
+		return run_kernel_tiles(f, ctx, *ks.kernel, longest_ns);
 	std::mutex mutex; // guards first_error
 	Outcome first_error;
 	std::atomic<bool> stop{false};

@@ -4,8 +4,21 @@
 // scheduler's tiles: one step per tile) can give the core to someone else
 // between any two iterations and resume later, on any physical core.
 //
-// Ownership: held by the in-flight command (the runner's state), touched by one
-// thread at a time (the one running its current tile).
+// Lanes: when it reaches an affine loop whose iterations are independent
+// (TileProgram::parallel, independence.cpp) and may use more than one host thread,
+// the execution forks: up to `lanes` lanes, each with its own copy of the on-chip
+// memory, take the loop's iterations in increasing order (the next unclaimed one
+// when a lane finishes one) and run them step by step, on as many threads as the
+// driver has, each lane on one thread at a time. Steps still end at every loop
+// iteration boundary (the same count as in order), so the core can switch
+// tenants between any two of any lane. When every lane is done, join() makes the
+// memory of the lane that ran the last iteration the execution's: the bits the
+// in-order run leaves (what independence.cpp proves). A fork needs HBM arguments
+// that do not overlap when one of them is written (checked at the fork); else the
+// loop runs in order.
+//
+// Ownership: held by the in-flight command (the runner's state). step() and
+// join() are called by one thread at a time; step_lane(k) by one thread per lane.
 #pragma once
 
 #include "engines.h"
@@ -13,33 +26,68 @@
 
 #include <chip/onchip_memory.h>
 
+#include <atomic>
 #include <memory>
+#include <vector>
 
 namespace neuron::tile {
 
 class Execution {
 public:
-	explicit Execution(std::shared_ptr<const TileProgram> program);
+	explicit Execution(std::shared_ptr<const TileProgram> program, int lanes = 1);
 
 	// Runs instructions until one loop iteration ends (or the program does), with
 	// `args` the host address of each HBM argument (checked against the
 	// program's argument sizes by the caller). True when the program has ended.
+	// Stops early, without a step, when it forks (forked()); not while forked.
 	bool step(std::span<std::byte *const> args);
-	bool done() const { return pc_ >= program_->insns.size(); }
-	uint64_t steps_run() const { return steps_; }
+	bool done() const { return lanes_.empty() && main_.pc >= program_->insns.size(); }
+	uint64_t steps_run() const { return steps_.load(std::memory_order_relaxed); }
 	size_t arg_count() const { return program_->arg_bytes.size(); }
-	const chip::OnChipMemory &memory() const { return mem_; }
+	const chip::OnChipMemory &memory() const { return *mem_; } // not while forked
+
+	// The lanes of a forked loop (0 when not forked).
+	bool forked() const { return !lanes_.empty(); }
+	size_t lanes() const { return lanes_.size(); }
+	// Runs lane k's next step; true when the lane has no iteration left to run.
+	bool step_lane(size_t k, std::span<std::byte *const> args);
+	bool lane_done(size_t k) const { return lanes_[k].done; }
+	// Every lane done: the program goes on after the loop with the memory of the
+	// lane that ran its last iteration.
+	void join();
 
 private:
+	struct Cursor {
+		size_t pc = 0;
+		int depth = 0;
+		int64_t iv[NEURON_TILE_MAX_LOOPS] = {};
+	};
+	struct Lane {
+		Cursor at;
+		std::unique_ptr<chip::OnChipMemory> mem;
+		bool done = false;
+		bool last = false; // it claimed the loop's last iteration
+	};
+	enum class Stop { Boundary, Fork, End };
+
+	Stop advance(Cursor &c, chip::OnChipMemory &mem, std::span<std::byte *const> args, Lane *lane);
+	bool may_fork(std::span<std::byte *const> args);
+	bool fork();
+
 	std::shared_ptr<const TileProgram> program_;
-	chip::OnChipMemory mem_;
-	size_t pc_ = 0;
-	int depth_ = 0;
-	int64_t iv_[NEURON_TILE_MAX_LOOPS] = {};
-	uint64_t steps_ = 0;
+	std::unique_ptr<chip::OnChipMemory> mem_;
+	Cursor main_;
+	int max_lanes_;
+	int fork_ok_ = -1; // -1: not checked yet (the arguments' overlap)
+	std::vector<Lane> lanes_;
+	size_t fork_end_ = 0; // the forked loop's loop_end
+	int64_t trip_ = 0;
+	std::atomic<int64_t> next_iteration_{0};
+	std::atomic<uint64_t> steps_{0};
 };
 
-// Runs a whole program (tests, the CPU path).
-void run(std::shared_ptr<const TileProgram> program, std::span<std::byte *const> args);
+// Runs a whole program (tests, the CPU path); with lanes > 1 a forked loop's lanes
+// run on threads of their own.
+void run(std::shared_ptr<const TileProgram> program, std::span<std::byte *const> args, int lanes = 1);
 
 } // namespace neuron::tile

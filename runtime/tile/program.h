@@ -28,6 +28,9 @@ struct TileProgram {
 	uint64_t work = 0;                   // elements touched (MACs for MATMUL), all iterations
 	uint64_t max_step_work = 0;          // the most work between two loop-iteration boundaries
 	uint64_t steps = 1;                  // Execution::step calls: loop_ends run, + 1 if code follows the last
+	// 1 on the LOOP_BEGIN of an affine loop whose iterations may run on several
+	// host threads at once with the bits of running them in order (independence.cpp)
+	std::vector<uint8_t> parallel;
 };
 
 // Decodes the wire form (header, argument sizes, instructions); "" or what is
@@ -41,6 +44,9 @@ std::vector<std::byte> serialize(std::span<const uint64_t> arg_bytes, std::span<
 // index, op and source line), the operand and the limit. Pure.
 std::string validate(const chip::OnChip &onchip, std::span<const uint64_t> arg_bytes,
 		     std::span<const neuron_tile_insn> insns, TileProgram *out);
+
+// Fills p->parallel for a validated program (validate() calls it). Pure.
+void find_parallel_loops(TileProgram *p);
 
 const char *op_name(uint16_t op);
 size_t dtype_bytes(uint8_t dtype); // 0 for a dtype tiles do not take

@@ -552,6 +552,7 @@ std::string validate(const chip::OnChip &onchip, std::span<const uint64_t> arg_b
 		return why;
 	out->arg_bytes.assign(arg_bytes.begin(), arg_bytes.end());
 	out->insns.assign(insns.begin(), insns.end());
+	find_parallel_loops(out);
 	return {};
 }
 

@@ -21,9 +21,12 @@ using namespace sh;
 
 static void down() { stop_daemon(); }
 
-Test(kernel_preemption, a_long_kernel_yields_to_inference_and_stays_exact, .fini = down, .timeout = 300)
+// threads: host threads per core; with 2 the kernel's row-tile loop (affine,
+// independent iterations: runtime/tile/independence.cpp) runs on two lanes, which
+// must yield at their steps and give the bits of the in-order run all the same.
+static void yields_and_stays_exact(const char *threads)
 {
-	start_daemon({"--cores", "2"});
+	start_daemon({"--cores", "2", "--threads-per-core", threads});
 	Tenant train, infer;
 	// Two logical cores, the kernel on each: one of them runs on the lent core.
 	train.open("trainer", NEURON_TENANT_TRAINING, 2);
@@ -126,4 +129,14 @@ Test(kernel_preemption, a_long_kernel_yields_to_inference_and_stays_exact, .fini
 		     "an inference command waited for the whole kernel (a kernel must yield at its loop boundaries)");
 	train.close();
 	infer.close();
+}
+
+Test(kernel_preemption, a_long_kernel_yields_to_inference_and_stays_exact, .fini = down, .timeout = 300)
+{
+	yields_and_stays_exact("1");
+}
+
+Test(kernel_preemption, a_kernel_on_lanes_yields_to_inference_and_stays_exact, .fini = down, .timeout = 300)
+{
+	yields_and_stays_exact("2");
 }

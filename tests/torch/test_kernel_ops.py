@@ -298,6 +298,33 @@ def test_flash_attention(causal, dtype, shape):
            grad_tol=grad_tol)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_heads_on_host_threads_give_the_bits_of_one_head_alone(causal):
+    """neurond runs the kernels' head loops (affine_range over batch x heads) on the core's
+    host threads when their iterations are provably independent (runtime/tile/independence.cpp):
+    each head of a 4-head call, forward and gradients, must be the very bits of that head
+    computed alone (a one-head call has no loop to spread over threads), and match SDPA."""
+    BH, S, D = 4, 520, 64
+    q, k, v, g = (t.to(DEV) for t in _leaves((BH, S, D), (BH, S, D), (BH, S, D), (BH, S, D), seed=11))
+
+    def run(a, b, c, dout):
+        a, b, c = (t.detach().requires_grad_() for t in (a, b, c))
+        out = kl.flash_attention(a, b, c, causal=causal)
+        out.backward(dout)
+        return [t.cpu() for t in (out, a.grad, b.grad, c.grad)]
+
+    heads = run(q, k, v, g)
+    for h in range(BH):
+        alone = run(q[h:h + 1], k[h:h + 1], v[h:h + 1], g[h:h + 1])
+        for name, x, y in zip(("out", "dq", "dk", "dv"), heads, alone):
+            assert torch.equal(x[h:h + 1], y), (name, h)
+    ref = [t.cpu().requires_grad_() for t in (q, k, v)]
+    out = F.scaled_dot_product_attention(*ref, is_causal=causal)
+    out.backward(g.cpu())
+    for x, y in zip(heads, [out] + [t.grad for t in ref]):
+        torch.testing.assert_close(x, y.detach(), rtol=1e-4, atol=1e-4)
+
+
 def test_flash_attention_keeps_no_score_matrix_in_device_memory():
     """Forward and backward at S = 1024: the device's peak over what the inputs,
     outputs and gradients hold stays far below one S x S f32 matrix (4 MiB)."""

@@ -7,6 +7,9 @@
   flash    : the library's flash attention (causal, forward) against
              F.scaled_dot_product_attention on neuron at S = 512..4096 (B 1, 4 heads, D 64):
              time (goal >= 1x from 2048) and device memory peak above the inputs (goal O(S))
+             and the backward (gradients of q, k, v) against SDPA's autograd up to
+             S = $BENCH_FLASH_BWD_MAX_S (default 2048); each time the best of
+             $BENCH_FLASH_ROUNDS calls (default 1), SDPA and kernel called in turn
   launch   : per-call cost of a kernel that moves one element (one EXEC_PROGRAM of a
              one-node program) against one chip command on one element (an add), as a
              stream of calls (device work included) and one call at a time (a
@@ -18,6 +21,7 @@ python3 torch_plugin/bench/bench_kernels.py (starts a private neurond unless
 NEURON_SOCKET points at a running one)."""
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
@@ -85,16 +89,46 @@ def main():
         sync()
         return (torch.neuron.max_memory_allocated() - base) / 2**20
 
+    def alternate(ref, kern, rounds):
+        """Best times of ref and kern called in turn (after one warm-up call each), so
+        that both see the same load on a shared host."""
+        best = [float("inf"), float("inf")]
+        for fn in (ref, kern):
+            fn()
+        for _ in range(rounds):
+            for i, fn in enumerate((ref, kern)):
+                sync()
+                t0 = time.perf_counter()
+                fn()
+                sync()
+                best[i] = min(best[i], time.perf_counter() - t0)
+        return best
+
+    bwd_max = int(os.environ.get("BENCH_FLASH_BWD_MAX_S", "2048"))  # SDPA's backward at 4096: 256 MiB scores
+    rounds = int(os.environ.get("BENCH_FLASH_ROUNDS", "1"))  # best of N: filters a loaded host's stalls
     for S in (512, 1024, 2048, 4096):
         q, k, v = (torch.randn(1, 4, S, 64, device="neuron") for _ in range(3))
         fa = lambda: kl.flash_attention(q, k, v, causal=True)  # noqa: E731
         sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
         torch.testing.assert_close(fa().cpu(), sdpa().cpu(), rtol=1e-4, atol=1e-4)
-        t_sdpa, t_fa = best_time(sdpa, sync, 1, rounds=1, warmup=1), best_time(fa, sync, 1, rounds=1, warmup=1)
+        t_sdpa, t_fa = alternate(sdpa, fa, rounds)
         m_sdpa, m_fa = peak(sdpa), peak(fa)
         rows.append((f"flash attention S={S} causal fwd: SDPA / kernel time", t_sdpa * 1e3, t_fa * 1e3,
                      t_sdpa / t_fa, "ms"))
         rows.append((f"flash attention S={S}: device peak MiB, kernel / SDPA", m_sdpa, m_fa, m_fa / m_sdpa, "Mi"))
+        # Backward: the gradients of q, k, v from one forward (kept), timed alone: the
+        # kernels' stats + backward kernels against SDPA's math path's autograd.
+        if S <= bwd_max:
+            g = torch.randn_like(q)
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            o_fa = kl.flash_attention(*leaves, causal=True)
+            o_sdpa = F.scaled_dot_product_attention(*leaves, is_causal=True)
+            grad = lambda o: torch.autograd.grad(o, leaves, g, retain_graph=True)  # noqa: E731
+            for a, b in zip(grad(o_fa), grad(o_sdpa)):
+                torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-3, atol=1e-3)
+            t_sdpa, t_fa = alternate(lambda: grad(o_sdpa), lambda: grad(o_fa), rounds)
+            rows.append((f"flash attention S={S} causal bwd: SDPA / kernel time", t_sdpa * 1e3, t_fa * 1e3,
+                         t_sdpa / t_fa, "ms"))
 
     print(f"{'row':58} {'reference':>10} {'kernel':>10} {'ratio':>7}")
     for name, ref, kern, ratio, unit in rows:

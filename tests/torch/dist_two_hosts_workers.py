@@ -152,6 +152,8 @@ def _point_to_point(rank, world):
         # Each rank posts its send before its recv, to the rank across the host
         # boundary (r ^ 1), and waits only after both: neither may wait for the other.
         peer = rank ^ 1
+        if peer >= world:
+            return
         mine = dist_workers._data(600 + rank, (1000,), torch.float32)
         got = torch.zeros(1000, device="neuron")
         works = [dist.isend(mine.to("neuron"), dst=peer), dist.irecv(got, src=peer)]
@@ -232,6 +234,24 @@ def two_hosts(rank, world, _store_path, hosts, steps, global_batch, fsdp_steps, 
     fsdp = fsdp2_steps(rank, world, fsdp_steps, fsdp_batch)
     return {"failures": failures, "unsupported": unsupported, "backend": type(backend).__name__,
             "barrier_s": barrier_s, **out, "fsdp_losses": fsdp["losses"], "fsdp_params": fsdp["params"]}
+
+
+def three_ranks(rank, world, _store_path, hosts):
+    """3 ranks on 2 hosts (host A: ranks 0 and 2, host B: rank 1): the hosts' blocks
+    differ in size, so gather, scatter and all_to_all pad or split them unevenly.
+    The f32 cases of the ops that route data, every root, every pair; failures by name."""
+    _join(rank, world, hosts[rank % len(hosts)])
+    failures = {}
+    for i, (name, op, dt, shape, nc) in enumerate(CASES):
+        if dt != "f32" or not op.startswith(("gather", "scatter", "all_to_all", "list_reduce_scatter", "all_gather")):
+            continue
+        try:
+            dist_workers._one_case(rank, world, i, op, torch.float32, shape, nc, name)
+        except Exception:
+            failures[name] = traceback.format_exc()
+    failures.update(_every_root(rank, world))
+    failures.update(_point_to_point(rank, world))
+    return {"failures": failures}
 
 
 def _late_barrier(rank, world, pg):

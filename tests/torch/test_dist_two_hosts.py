@@ -116,6 +116,16 @@ def test_collective_matches_gloo(results, case):
         assert failure is None, f"rank {r}, {case}:\n{failure}"
 
 
+def test_hosts_of_different_sizes(hosts):
+    """3 ranks, 2 on host A and 1 on host B: the routed collectives (gather,
+    scatter, all_to_all(_single), reduce_scatter of a list, all_gather) and
+    point-to-point against gloo, with hosts' blocks of different sizes."""
+    res = spawn(dist_two_hosts_workers.three_ranks, hosts, world=3, timeout=240)
+    for r in range(3):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
+        assert not res[r]["failures"], f"rank {r}:\n" + "\n".join(f"{k}:\n{v}" for k, v in res[r]["failures"].items())
+
+
 def test_unsupported_op_is_refused_by_name(results):
     for r in range(WORLD):
         u = results[r]["unsupported"]
@@ -152,15 +162,13 @@ def test_fsdp2_matches_single_process(results):
             torch.testing.assert_close(torch.from_numpy(p), q, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.skipif(os.environ.get("NEURON_TEST_TORCHRUN_TWO_HOSTS") != "1",
-                    reason="opt-in (NEURON_TEST_TORCHRUN_TWO_HOSTS=1): its torchrun rendezvous hung for 240 s in "
-                    "1 of 3 CI runs (2026-12-03, not yet understood); the same 4-rank hierarchical group is "
-                    "tested above without torchrun")
 def test_torchrun_on_two_hosts(hosts):
     """The README's two-host launch: one torchrun per host (in its namespace, with its
     neurond and gloo's interface), the c10d rendezvous on host A's address.
     --local-addr and is_host=1 because the namespaces' host name resolves to
-    neither veth address."""
+    neither veth address. (It hung once in ~30 runs until ProcessGroupNeuron's
+    destructor stopped holding the GIL while it joined its worker: a rank hung at
+    exit, and the other host's torchrun waited for it at its exit barrier.)"""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_two_hosts_torchrun.py")
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     procs, logs = [], []
@@ -185,9 +193,10 @@ def test_torchrun_on_two_hosts(hosts):
         outs.append(f.read())
         f.close()
     logdir.cleanup()
-    for i, (p, out) in enumerate(zip(procs, outs)):
-        assert not hung, f"the torchruns did not end within 240 s; host {'AB'[i]}'s output:\n{out[-12000:]}"
-        assert p.returncode == 0, f"torchrun exited with {p.returncode}:\n{out[-4000:]}"
+    report = "\n".join(f"--- host {'AB'[i]}: torchrun exited with {p.returncode}; its output:\n{out[-12000:]}"
+                        for i, (p, out) in enumerate(zip(procs, outs)))
+    assert not hung and all(p.returncode == 0 for p in procs), (
+        f"the torchruns {'were stopped (one failed, or 240 s passed)' if hung else 'failed'}:\n{report}")
     got = {}
     for out in outs:
         for line in out.splitlines():
@@ -225,20 +234,21 @@ def _descendants(pid):
     return out
 
 
-def _wait_all(procs, timeout):
-    """Waits for every process until the deadline; at the deadline the processes
-    left and theirs get SIGABRT (with PYTHONFAULTHANDLER, each prints its threads'
-    stacks), then SIGKILL. Whether they hung."""
+def _wait_all(procs, timeout, grace=30):
+    """Waits for every process until the deadline, or until `grace` seconds after
+    one of them failed (then the other would wait for its peer: torchrun's agents
+    wait for each other at the rendezvous and at exit, and its workers in their
+    collectives). The processes left and theirs then get SIGABRT (with
+    PYTHONFAULTHANDLER, each prints its threads' stacks), then SIGKILL. Whether
+    any had to be stopped."""
     deadline = time.monotonic() + timeout
-    hung = False
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            hung = True
-            break
-    if hung:
-        tree = [q for p in procs for q in _descendants(p.pid)]
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        if any(p.poll() not in (None, 0) for p in procs):
+            deadline = min(deadline, time.monotonic() + grace)
+        time.sleep(0.2)
+    left = [p for p in procs if p.poll() is None]
+    if left:
+        tree = [q for p in left for q in _descendants(p.pid)]
         for sig in (signal.SIGABRT, signal.SIGKILL):
             for q in tree:
                 try:
@@ -248,7 +258,7 @@ def _wait_all(procs, timeout):
             time.sleep(3)
     for p in procs:
         p.wait()
-    return hung
+    return bool(left)
 
 
 def test_a_rank_that_dies_fails_the_others(hosts):

@@ -8,6 +8,8 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
+#include <Python.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -193,6 +195,12 @@ ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &st
 
 ProcessGroupNeuron::~ProcessGroupNeuron()
 {
+	// Destroyed from Python (the holder's dealloc at destroy_process_group or a
+	// frame's end) the GIL is held, and the worker may need it to finish: dropping
+	// the last reference to a tensor whose Python object is gone decrefs that
+	// object. Joining it with the GIL held deadlocked (1 run in ~30 of
+	// test_dist_two_hosts' torchrun: a rank hung at exit, its torchrun with it).
+	PyThreadState *python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
 	{
 		std::lock_guard lock(mu_);
 		stopping_ = true;
@@ -203,6 +211,8 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 	signals_.clear(); // waits for the device's streams to pass their waits
 	if (channel_)
 		neuron_disconnect(channel_); // neurond: this rank left the group
+	if (python)
+		PyEval_RestoreThread(python);
 }
 
 std::string daemon_location()

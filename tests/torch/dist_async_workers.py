@@ -89,3 +89,25 @@ def failure_reaches_stream(rank, world, store_path):
     except Exception as e:  # noqa: BLE001
         ok = repr(e)
     return {"message": msg, "seconds": time.monotonic() - start, "stream_ok": ok}
+
+
+def destroy_in_flight(rank, world, store_path):
+    """The group is destroyed while its all_reduce still waits behind about 2 s of
+    kernels on the stream, the tensor's Python object and the Work already gone: the
+    backend's worker drops the last reference to that tensor (which takes the GIL)
+    while the destroying thread waits for it. Returns how long the destroy took."""
+    torch.neuron.set_device(0)
+    _init(rank, world, store_path, backend="neuron")
+    # The last reference to the backend, dropped below (as a script's local that
+    # names it is, at its end: test_dist_two_hosts' torchrun hung so).
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("neuron"))
+    n = _chain_length(2.0)
+    dist.barrier()
+    t = torch.ones(1031, device="neuron")
+    t.add_(_busy_chain(n).sum() * 0)
+    dist.all_reduce(t, async_op=True)
+    del t
+    start = time.monotonic()
+    dist.destroy_process_group()
+    del backend
+    return {"destroy_s": time.monotonic() - start}

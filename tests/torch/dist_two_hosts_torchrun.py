@@ -3,6 +3,7 @@ line): all_reduce and broadcast on the neuron group, against values every rank
 computes alone; prints one RESULT line of JSON."""
 import json
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -10,7 +11,9 @@ import torch.distributed as dist
 
 def main():
     torch.neuron.set_device(0)
-    dist.init_process_group("neuron")
+    # A bounded timeout: a rank whose peer is gone raises (and its torchrun exits)
+    # instead of waiting for the default 30 minutes.
+    dist.init_process_group("neuron", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("neuron"))
     t = torch.arange(6, dtype=torch.float32, device="neuron") * (rank + 1)

@@ -63,6 +63,12 @@ def _cases():
             cases.append((f"{op}-{dt}-noncontig", op, dt, (3, 4), True))
         for red in ("sum", "avg", "max"):
             cases.append((f"reduce_scatter_{red}-{dt}-(5,)", f"reduce_scatter_{red}", dt, (5,), False))
+        for op in ("gather", "scatter", "list_reduce_scatter_sum", "all_to_all"):
+            cases.append((f"{op}-{dt}-(7,)", op, dt, (7,), False))
+            cases.append((f"{op}-{dt}-noncontig", op, dt, (3, 4), True))
+        cases.append((f"list_reduce_scatter_avg-{dt}-(5,)", "list_reduce_scatter_avg", dt, (5,), False))
+        cases.append((f"all_to_all_single-{dt}", "all_to_all_single", dt, (8, 3), False))
+        cases.append((f"all_to_all_single_uneven-{dt}", "all_to_all_single_uneven", dt, (8, 3), False))
     cases.append(("all_reduce_sum-f32-(1031,)", "all_reduce_sum", "f32", (1031,), False))
     return cases
 
@@ -78,12 +84,117 @@ def _broadcast_from_every_root(rank, world):
         dist_workers._check(t, dist_workers._data(100 + root, (9,), torch.float32), f"broadcast from {root}")
 
 
+def _every_root(rank, world):
+    """gather to and scatter from each rank (roots that lead their host and roots
+    that do not, on both hosts), against gloo on CPU copies; failures by name."""
+    failures = {}
+    for root in range(world):
+        mine = dist_workers._data(300 + rank, (5,), torch.float32)
+        try:
+            outs = [torch.zeros(5, device="neuron") for _ in range(world)] if rank == root else None
+            dist.gather(mine.to("neuron"), outs, dst=root)
+            refs = [torch.zeros(5) for _ in range(world)] if rank == root else None
+            dist.gather(mine, refs, dst=root)
+            if rank == root:
+                for r in range(world):
+                    dist_workers._check(outs[r], refs[r], f"gather to {root}, rank {r}'s part")
+        except Exception:
+            failures[f"gather to {root}"] = traceback.format_exc()
+        try:
+            chunks = [dist_workers._data(400 + 10 * root + r, (2, 3), torch.float32) for r in range(world)]
+            out = torch.zeros(2, 3, device="neuron")
+            dist.scatter(out, [c.to("neuron") for c in chunks] if rank == root else None, src=root)
+            ref = torch.zeros(2, 3)
+            dist.scatter(ref, chunks if rank == root else None, src=root)
+            dist_workers._check(out, ref, f"scatter from {root}")
+        except Exception:
+            failures[f"scatter from {root}"] = traceback.format_exc()
+    return failures
+
+
+def _point_to_point(rank, world):
+    """send/recv between every ordered pair of ranks (same host and across hosts),
+    isend/irecv both ways at once, and batch_isend_irecv rings within and across
+    hosts, each against the same calls through gloo on CPU copies; failures by name."""
+    failures = {}
+
+    def case(name, fn):
+        try:
+            fn()
+        except Exception:
+            failures[name] = traceback.format_exc()
+
+    def pairs():
+        # A wrong value is noted and the pairs go on: a rank that stopped here would
+        # leave its later peers waiting.
+        wrong = []
+        for src in range(world):
+            for dst in range(world):
+                if src == dst or rank not in (src, dst):
+                    continue
+                for dtype in (torch.float32, torch.bfloat16, torch.int64):
+                    data = dist_workers._data(500 + 10 * src + dst, (3, 4), dtype)
+                    if rank == src:
+                        dist.send(data.to("neuron"), dst=dst, tag=7)
+                        dist.send(data, dst=dst, tag=7)
+                    else:
+                        got = dist_workers._noncontig(torch.zeros((3, 4), dtype=dtype, device="neuron"))
+                        dist.recv(got, src=src, tag=7)
+                        ref = torch.zeros((3, 4), dtype=dtype)
+                        dist.recv(ref, src=src, tag=7)
+                        try:
+                            dist_workers._check(got, ref, f"{src} -> {dst} {dtype}")
+                        except AssertionError as e:
+                            wrong.append(str(e))
+        assert not wrong, "\n".join(wrong)
+
+    def both_ways():
+        # Each rank posts its send before its recv, to the rank across the host
+        # boundary (r ^ 1), and waits only after both: neither may wait for the other.
+        peer = rank ^ 1
+        if peer >= world:
+            return
+        mine = dist_workers._data(600 + rank, (1000,), torch.float32)
+        got = torch.zeros(1000, device="neuron")
+        works = [dist.isend(mine.to("neuron"), dst=peer), dist.irecv(got, src=peer)]
+        for w in works:
+            w.wait()
+        ref = torch.zeros(1000)
+        works = [dist.isend(mine, dst=peer), dist.irecv(ref, src=peer)]
+        for w in works:
+            w.wait()
+        dist_workers._check(got, ref, "isend/irecv both ways")
+
+    def rings():
+        # step 1: every neighbour is on the other host; step 2: on the same host.
+        for steps in ((1,), (2,), (1, 2)):
+            outs, refs, ops, ref_ops = [], [], [], []
+            for s in steps:
+                mine = dist_workers._data(700 + 10 * rank + s, (6,), torch.float32)
+                outs.append(torch.zeros(6, device="neuron"))
+                refs.append(torch.zeros(6))
+                ops += [dist.P2POp(dist.isend, mine.to("neuron"), (rank + s) % world),
+                        dist.P2POp(dist.irecv, outs[-1], (rank - s) % world)]
+                ref_ops += [dist.P2POp(dist.isend, mine, (rank + s) % world),
+                            dist.P2POp(dist.irecv, refs[-1], (rank - s) % world)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            for w in dist.batch_isend_irecv(ref_ops):
+                w.wait()
+            for s, o, r in zip(steps, outs, refs):
+                dist_workers._check(o, r, f"batch_isend_irecv ring steps {steps}, step {s}")
+
+    case("send/recv between every pair", pairs)
+    case("isend/irecv both ways", both_ways)
+    case("batch_isend_irecv rings", rings)
+    return failures
+
+
 def _unsupported(rank, world):
-    """An op that does not run across hosts yet raises at once, naming it; the
-    group still works after."""
-    inp = torch.arange(world * 2, dtype=torch.float32, device="neuron")
+    """An op that does not run across hosts raises at once, naming it; the group
+    still works after."""
     try:
-        dist.all_to_all_single(torch.empty_like(inp), inp)
+        dist.recv(torch.empty(3, device="neuron"))  # from any source
     except Exception as e:  # noqa: BLE001 - the error is the result
         msg, kind = str(e), type(e).__name__
     else:
@@ -112,6 +223,8 @@ def two_hosts(rank, world, _store_path, hosts, steps, global_batch, fsdp_steps, 
         _broadcast_from_every_root(rank, world)
     except Exception:
         failures["broadcast from every root"] = traceback.format_exc()
+    failures.update(_every_root(rank, world))
+    failures.update(_point_to_point(rank, world))
     unsupported = _unsupported(rank, world)
     neuron_pg = dist.new_group(backend="neuron")
     barrier_s = _late_barrier(rank, world, neuron_pg)
@@ -121,6 +234,24 @@ def two_hosts(rank, world, _store_path, hosts, steps, global_batch, fsdp_steps, 
     fsdp = fsdp2_steps(rank, world, fsdp_steps, fsdp_batch)
     return {"failures": failures, "unsupported": unsupported, "backend": type(backend).__name__,
             "barrier_s": barrier_s, **out, "fsdp_losses": fsdp["losses"], "fsdp_params": fsdp["params"]}
+
+
+def three_ranks(rank, world, _store_path, hosts):
+    """3 ranks on 2 hosts (host A: ranks 0 and 2, host B: rank 1): the hosts' blocks
+    differ in size, so gather, scatter and all_to_all pad or split them unevenly.
+    The f32 cases of the ops that route data, every root, every pair; failures by name."""
+    _join(rank, world, hosts[rank % len(hosts)])
+    failures = {}
+    for i, (name, op, dt, shape, nc) in enumerate(CASES):
+        if dt != "f32" or not op.startswith(("gather", "scatter", "all_to_all", "list_reduce_scatter", "all_gather")):
+            continue
+        try:
+            dist_workers._one_case(rank, world, i, op, torch.float32, shape, nc, name)
+        except Exception:
+            failures[name] = traceback.format_exc()
+    failures.update(_every_root(rank, world))
+    failures.update(_point_to_point(rank, world))
+    return {"failures": failures}
 
 
 def _late_barrier(rank, world, pg):

@@ -196,6 +196,32 @@ def _one_case(rank, world, i, op, dtype, shape, nc, name):
         ref = torch.zeros_like(inp)
         dist.all_to_all_single(ref, inp)
         _check(out, ref, name)
+    elif op.startswith("list_reduce_scatter_"):
+        red = op[len("list_reduce_scatter_"):]
+        chunks = [_data(11000 + 1000 * i + 10 * rank + r, shape, dtype) for r in range(world)]
+        out = _dev(torch.zeros_like(mine), nc)
+        dist.reduce_scatter(out, [_dev(c, nc) for c in chunks], op=REDUCE[red])
+        full = _cpu_reduce(torch.stack(chunks), red, world)  # every rank's chunk r, reduced, at r
+        _check(out, full[rank], name)
+    elif op == "all_to_all_single_uneven":
+        # Rank r sends (r + 2j) % 3 rows to rank j: some blocks are empty.
+        ins = [(rank + 2 * j) % 3 for j in range(world)]
+        outs = [(j + 2 * rank) % 3 for j in range(world)]
+        inp = _data(13000 + 1000 * i + rank, (sum(ins), *shape[1:]), dtype)
+        out = torch.zeros((sum(outs), *shape[1:]), dtype=dtype, device="neuron")
+        dist.all_to_all_single(out, inp.to("neuron"), output_split_sizes=outs, input_split_sizes=ins)
+        ref = torch.zeros((sum(outs), *shape[1:]), dtype=dtype)
+        dist.all_to_all_single(ref, inp, output_split_sizes=outs, input_split_sizes=ins)
+        _check(out, ref, name)
+    elif op == "all_to_all":
+        # Rank r's tensor for rank j has (r + j) % 3 + 1 rows; gloo has no list
+        # all_to_all, so the reference is the senders' data (every rank draws it).
+        def block(src, dst):
+            return _data(17000 + 1000 * i + 10 * src + dst, ((src + dst) % 3 + 1, *shape[1:]), dtype)
+        outs = [_dev(torch.zeros_like(block(j, rank)), nc) for j in range(world)]
+        dist.all_to_all(outs, [_dev(block(rank, j), nc) for j in range(world)])
+        for j in range(world):
+            _check(outs[j], block(j, rank), f"{name} from rank {j}")
     else:
         raise AssertionError(f"unknown case op {op}")
 
@@ -270,7 +296,8 @@ def barrier_waits(rank, world, store_path):
 def two_daemons(rank, world, store_path, other_socket):
     """Rank 1 uses another neurond (as a rank on another host would): the group
     forms hierarchically (one rank per neurond, gloo between them over loopback);
-    all_reduce sums across both; all_to_all_single is refused by name."""
+    all_reduce sums across both, all_to_all_single swaps their blocks; a recv from
+    any source is refused by name."""
     if rank == 1:
         os.environ["NEURON_SOCKET"] = other_socket
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
@@ -279,9 +306,12 @@ def two_daemons(rank, world, store_path, other_socket):
     backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("neuron"))
     t = torch.full((5,), float(rank + 1), device="neuron")
     dist.all_reduce(t)
+    swapped = torch.empty(2 * world, device="neuron")
+    dist.all_to_all_single(swapped, torch.arange(2 * world, dtype=torch.float32, device="neuron") + 10 * rank)
     try:
-        dist.all_to_all_single(torch.empty(world, device="neuron"), torch.ones(world, device="neuron"))
+        dist.recv(torch.empty(world, device="neuron"))
         message = None
     except Exception as e:  # noqa: BLE001 - the error is the result
         message = str(e)
-    return {"backend": type(backend).__name__, "sum": t.cpu().tolist(), "message": message}
+    return {"backend": type(backend).__name__, "sum": t.cpu().tolist(), "all_to_all": swapped.cpu().tolist(),
+            "message": message}

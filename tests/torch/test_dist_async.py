@@ -54,3 +54,14 @@ def test_failure_reaches_the_stream():
     assert "rank 1" in msg and "left" in msg, msg
     assert o["seconds"] < 30, o
     assert o["stream_ok"] is True, o["stream_ok"]
+
+
+def test_destroy_with_a_collective_in_flight():
+    """destroy_process_group returns (after the in-flight all_reduce) instead of
+    deadlocking: it held the GIL while it joined the backend's worker, which needed
+    the GIL to drop the last reference to the all_reduce's tensor."""
+    res = spawn(dist_async_workers.destroy_in_flight, timeout=90)
+    for r in range(WORLD):
+        assert r in res, f"rank {r} gave no result: its destroy_process_group hung"
+        assert "error" not in res[r], res[r]["error"]
+        assert res[r]["destroy_s"] < 30, res[r]

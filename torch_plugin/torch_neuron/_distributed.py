@@ -11,9 +11,10 @@ checks) and moves and reduces their device buffers in device memory.
 Across hosts (the ranks' neurond differ: a host is a neurond, named by host name
 and socket path) the group is hierarchical (csrc/dist/hierarchical.h): a neuron
 group per host as above, and a gloo group (TCP, from the same store) of each
-host's first rank, which exchanges host staging copies. Its calls synchronise on
-the host (see hierarchical.h); gloo picks its network interface as usual
-(GLOO_SOCKET_IFNAME).
+host's first rank, which exchanges host staging copies, and a gloo group of every
+rank, for what goes from one rank to another (send/recv, all_to_all). Its
+collectives synchronise on the host (see hierarchical.h); gloo picks its network
+interface as usual (GLOO_SOCKET_IFNAME).
 """
 import torch
 import torch.distributed as dist
@@ -42,11 +43,12 @@ def _create(dist_opts, backend_opts):
         return _C.ProcessGroupNeuron(store, rank, size, timeout)
     mine = next(i for i, h in enumerate(hosts) if rank in h)
     intra = _C.ProcessGroupNeuron(dist.PrefixStore(f"neuron/host/{mine}/", store), hosts[mine].index(rank),
-                                  len(hosts[mine]), timeout)
+                                  len(hosts[mine]), timeout, global_ranks=hosts[mine])
     leaders = None
     if hosts[mine][0] == rank:
         leaders = dist.ProcessGroupGloo(dist.PrefixStore("neuron/leaders/", store), mine, len(hosts), timeout)
-    return _C.ProcessGroupHierarchical(rank, size, hosts, intra, leaders)
+    everyone = dist.ProcessGroupGloo(dist.PrefixStore("neuron/everyone/", store), rank, size, timeout)
+    return _C.ProcessGroupHierarchical(rank, size, hosts, intra, leaders, everyone)
 
 
 def register():

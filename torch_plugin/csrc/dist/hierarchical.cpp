@@ -1,4 +1,5 @@
 #include "hierarchical.h"
+#include "hierarchical_staging.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -7,68 +8,12 @@
 
 namespace torch_neuron::dist {
 
-namespace {
-
-// A Work that is over when it is returned (the stages ran in the call).
-class DoneWork : public c10d::Work {
-public:
-	DoneWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-		: c10d::Work(rank, type), outputs_(std::move(outputs)),
-		  future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-								  devices_of(outputs_)))
-	{
-		finish();
-		future_->markCompleted(c10::IValue(outputs_));
-	}
-	c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-	std::vector<at::Tensor> result() override { return outputs_; }
-
-private:
-	static std::vector<c10::Device> devices_of(const std::vector<at::Tensor> &ts)
-	{
-		std::vector<c10::Device> out;
-		for (const auto &t : ts)
-			if (!t.is_cpu() && std::find(out.begin(), out.end(), t.device()) == out.end())
-				out.push_back(t.device());
-		return out;
-	}
-	std::vector<at::Tensor> outputs_;
-	c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-c10::intrusive_ptr<c10d::Work> done(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-{
-	return c10::make_intrusive<DoneWork>(rank, type, std::move(outputs));
-}
-
-at::Tensor one(const std::vector<at::Tensor> &tensors, const char *what)
-{
-	TORCH_CHECK(tensors.size() == 1, "neuron backend: ", what, " takes one tensor per rank, got ", tensors.size());
-	TORCH_CHECK(tensors[0].device().is_privateuseone(), "neuron backend: ", what, " needs neuron tensors, got one on ",
-		    tensors[0].device());
-	return tensors[0];
-}
-
-// What gloo reads and writes between hosts: a contiguous host copy (the copy
-// waits for the device); halves are widened to float32, which gloo reduces in
-// every build and which holds them exactly.
-at::Tensor staging(const at::Tensor &t)
-{
-	at::Tensor h = t.to(at::kCPU).contiguous();
-	if (h.scalar_type() == at::kHalf || h.scalar_type() == at::kBFloat16)
-		h = h.to(at::kFloat);
-	return h;
-}
-
-void copy_from_host(const at::Tensor &t, const at::Tensor &h) { t.copy_(h.to(t.scalar_type()).view(t.sizes())); }
-
-} // namespace
-
 ProcessGroupHierarchical::ProcessGroupHierarchical(int rank, int size, std::vector<std::vector<int64_t>> hosts,
-						   c10::intrusive_ptr<c10d::Backend> intra,
-						   c10::intrusive_ptr<c10d::Backend> leaders)
+						   c10::intrusive_ptr<ProcessGroupNeuron> intra,
+						   c10::intrusive_ptr<c10d::Backend> leaders,
+						   c10::intrusive_ptr<c10d::Backend> everyone)
 	: c10d::Backend(rank, size), hosts_(std::move(hosts)), host_of_(size, -1), local_of_(size, -1),
-	  intra_(std::move(intra)), leaders_(std::move(leaders))
+	  intra_(std::move(intra)), leaders_(std::move(leaders)), everyone_(std::move(everyone))
 {
 	for (size_t h = 0; h < hosts_.size(); ++h)
 		for (size_t j = 0; j < hosts_[h].size(); ++j) {
@@ -82,6 +27,35 @@ ProcessGroupHierarchical::ProcessGroupHierarchical(int rank, int size, std::vect
 	host_ = host_of_[rank];
 	const bool leader = hosts_[host_][0] == rank;
 	TORCH_CHECK(leader == bool(leaders_), "neuron backend: the leaders' gloo group is for each host's first rank");
+	TORCH_CHECK(intra_ && everyone_ && everyone_->getSize() == size && everyone_->getRank() == rank,
+		    "neuron backend: the hierarchical group needs its host's group and a gloo group of every rank");
+}
+
+void ProcessGroupHierarchical::between_hosts(const char *op, bool leaders_only,
+					     const std::function<void()> &stage) const
+{
+	try {
+		stage();
+	} catch (const std::exception &e) {
+		const auto *c10 = dynamic_cast<const c10::Error *>(&e);
+		const std::string why = c10 ? c10->what_without_backtrace() : e.what();
+		std::string among;
+		for (size_t h = 0; leaders_only && h < hosts_.size(); ++h)
+			among += (h ? ", " : "") + std::to_string(hosts_[h][0]);
+		C10_THROW_ERROR(DistBackendError,
+				"neuron backend: rank " + std::to_string(rank_) + ": " + op +
+					": the exchange between hosts (gloo, " +
+					(leaders_only ? "among the hosts' first ranks " + among : std::string("among every rank")) +
+					") failed: " + why);
+	}
+}
+
+int64_t ProcessGroupHierarchical::most_per_host() const
+{
+	int64_t most = 0;
+	for (const auto &h : hosts_)
+		most = std::max<int64_t>(most, static_cast<int64_t>(h.size()));
+	return most;
 }
 
 void ProcessGroupHierarchical::allreduce_into(const at::Tensor &t, const c10d::ReduceOp &op)
@@ -94,9 +68,9 @@ void ProcessGroupHierarchical::allreduce_into(const at::Tensor &t, const c10d::R
 	std::vector<at::Tensor> v{t};
 	intra_->allreduce(v, o)->wait();
 	if (leaders_) {
-		at::Tensor h = staging(t);
+		at::Tensor h = host_copy_to_reduce(t);
 		std::vector<at::Tensor> hv{h};
-		leaders_->allreduce(hv, o)->wait();
+		between_hosts("all_reduce", true, [&] { leaders_->allreduce(hv, o)->wait(); });
 		if (avg)
 			h = h.is_floating_point() ? h / size_ : at::div(h, size_, "trunc");
 		copy_from_host(t, h);
@@ -117,10 +91,10 @@ void ProcessGroupHierarchical::broadcast_from(const at::Tensor &t, int root)
 		intra_->broadcast(v, b)->wait();
 	}
 	if (leaders_) {
-		at::Tensor h = staging(t);
+		at::Tensor h = host_copy(t);
 		std::vector<at::Tensor> hv{h};
 		b.rootRank = root_host;
-		leaders_->broadcast(hv, b)->wait();
+		between_hosts("broadcast", true, [&] { leaders_->broadcast(hv, b)->wait(); });
 		if (host_ != root_host)
 			copy_from_host(t, h);
 	}
@@ -133,51 +107,51 @@ void ProcessGroupHierarchical::broadcast_from(const at::Tensor &t, int root)
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allreduce(std::vector<at::Tensor> &tensors,
 								   const c10d::AllreduceOptions &opts)
 {
-	allreduce_into(one(tensors, "all_reduce"), opts.reduceOp);
-	return done(rank_, c10d::OpType::ALLREDUCE, tensors);
+	allreduce_into(one_neuron(tensors, "all_reduce"), opts.reduceOp);
+	return done_work(rank_, c10d::OpType::ALLREDUCE, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 									     const c10d::AllreduceCoalescedOptions &opts)
 {
 	for (const auto &t : tensors)
-		allreduce_into(one({t}, "all_reduce_coalesced"), opts.reduceOp);
-	return done(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
+		allreduce_into(one_neuron({t}, "all_reduce_coalesced"), opts.reduceOp);
+	return done_work(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::broadcast(std::vector<at::Tensor> &tensors,
 								   const c10d::BroadcastOptions &opts)
 {
-	broadcast_from(one(tensors, "broadcast"), static_cast<int>(opts.rootRank));
-	return done(rank_, c10d::OpType::BROADCAST, tensors);
+	broadcast_from(one_neuron(tensors, "broadcast"), static_cast<int>(opts.rootRank));
+	return done_work(rank_, c10d::OpType::BROADCAST, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce(std::vector<at::Tensor> &tensors,
 								const c10d::ReduceOptions &opts)
 {
 	// An all_reduce into a copy that only the root keeps.
-	const at::Tensor t = one(tensors, "reduce");
+	const at::Tensor t = one_neuron(tensors, "reduce");
 	const at::Tensor tmp = t.clone();
 	allreduce_into(tmp, opts.reduceOp);
 	if (rank_ == opts.rootRank)
 		t.copy_(tmp);
-	return done(rank_, c10d::OpType::REDUCE, tensors);
+	return done_work(rank_, c10d::OpType::REDUCE, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::barrier(const c10d::BarrierOptions &)
 {
 	// Every rank of a host is in; every host is in; everyone learns it.
-	intra_->barrier()->wait();
+	intra_->barrier(c10d::BarrierOptions())->wait();
 	if (leaders_)
-		leaders_->barrier()->wait();
-	intra_->barrier()->wait();
-	return done(rank_, c10d::OpType::BARRIER, {});
+		between_hosts("barrier", true, [&] { leaders_->barrier()->wait(); });
+	intra_->barrier(c10d::BarrierOptions())->wait();
+	return done_work(rank_, c10d::OpType::BARRIER, {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_allgather_base(at::Tensor &output, at::Tensor &input,
 									 const c10d::AllgatherOptions &opts)
 {
-	const at::Tensor in = one({input}, "all_gather_into_tensor");
+	const at::Tensor in = one_neuron({input}, "all_gather_into_tensor");
 	const int64_t n = in.numel();
 	TORCH_CHECK(output.numel() == n * size_, "neuron backend: all_gather_into_tensor: output has ", output.numel(),
 		    " elements, expected world_size * input = ", n * size_);
@@ -190,16 +164,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_allgather_base(at::Ten
 	at::Tensor local = at::empty({here * n}, in.options());
 	intra_->_allgather_base(local, input, opts)->wait();
 	if (leaders_) {
-		int64_t most = 0;
-		for (const auto &h : hosts_)
-			most = std::max<int64_t>(most, static_cast<int64_t>(h.size()));
+		const int64_t most = most_per_host();
 		at::Tensor mine = at::zeros({most * n}, local.options().device(at::kCPU));
 		mine.narrow(0, 0, here * n).copy_(local.to(at::kCPU));
 		std::vector<std::vector<at::Tensor>> blocks(1);
 		for (size_t h = 0; h < hosts_.size(); ++h)
 			blocks[0].push_back(at::empty_like(mine));
 		std::vector<at::Tensor> mv{mine};
-		leaders_->allgather(blocks, mv)->wait();
+		between_hosts("all_gather", true, [&] { leaders_->allgather(blocks, mv)->wait(); });
 		at::Tensor full = at::empty({n * size_}, mine.options());
 		for (size_t h = 0; h < hosts_.size(); ++h)
 			for (size_t j = 0; j < hosts_[h].size(); ++j)
@@ -210,14 +182,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_allgather_base(at::Ten
 	c10d::BroadcastOptions b;
 	b.rootRank = 0;
 	intra_->broadcast(ov, b)->wait();
-	return done(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
+	return done_work(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 								   std::vector<at::Tensor> &inputs,
 								   const c10d::AllgatherOptions &opts)
 {
-	at::Tensor in = one(inputs, "all_gather");
+	at::Tensor in = one_neuron(inputs, "all_gather");
 	TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
 		    "neuron backend: all_gather takes one list of world_size output tensors");
 	const int64_t n = in.numel();
@@ -228,7 +200,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather(std::vector<s
 	_allgather_base(flat, in, opts);
 	for (int r = 0; r < size_; ++r)
 		outputs[0][r].copy_(flat.narrow(0, r * n, n).view(outputs[0][r].sizes()));
-	return done(rank_, c10d::OpType::ALLGATHER, outputs[0]);
+	return done_work(rank_, c10d::OpType::ALLGATHER, outputs[0]);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather_into_tensor_coalesced(
@@ -238,7 +210,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather_into_tensor_c
 		    outputs.size(), " outputs for ", inputs.size(), " inputs");
 	for (size_t i = 0; i < inputs.size(); ++i)
 		_allgather_base(outputs[i], inputs[i], opts);
-	return done(rank_, c10d::OpType::COALESCED, outputs);
+	return done_work(rank_, c10d::OpType::COALESCED, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
@@ -246,14 +218,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_reduce_scatter_base(at
 {
 	// An all_reduce of the whole input, of which each rank keeps its part: the
 	// hosts exchange world_size times the output, not once, but it is one path.
-	const at::Tensor in = one({input}, "reduce_scatter_tensor");
+	const at::Tensor in = one_neuron({input}, "reduce_scatter_tensor");
 	const int64_t n = output.numel();
 	TORCH_CHECK(in.numel() == n * size_, "neuron backend: reduce_scatter_tensor: input has ", in.numel(),
 		    " elements, expected world_size * output = ", n * size_);
 	const at::Tensor tmp = in.contiguous().reshape({-1}).clone();
 	allreduce_into(tmp, opts.reduceOp);
 	output.copy_(tmp.narrow(0, rank_ * n, n).view(output.sizes()));
-	return done(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+	return done_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter_tensor_coalesced(
@@ -263,71 +235,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter_tensor_c
 		    outputs.size(), " outputs for ", inputs.size(), " inputs");
 	for (size_t i = 0; i < inputs.size(); ++i)
 		_reduce_scatter_base(outputs[i], inputs[i], opts);
-	return done(rank_, c10d::OpType::COALESCED, outputs);
-}
-
-void ProcessGroupHierarchical::unsupported(const char *op) const
-{
-	C10_THROW_ERROR(DistBackendError,
-			std::string("neuron backend: ") + op + " is not supported across hosts yet (this group's " +
-				std::to_string(size_) + " ranks use " + std::to_string(hosts_.size()) +
-				" neurond instances); across hosts all_reduce, broadcast, reduce, barrier, all_gather, "
-				"all_gather_into_tensor and reduce_scatter_tensor are");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::gather(std::vector<std::vector<at::Tensor>> &,
-								std::vector<at::Tensor> &, const c10d::GatherOptions &)
-{
-	unsupported("gather");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::scatter(std::vector<at::Tensor> &,
-								 std::vector<std::vector<at::Tensor>> &,
-								 const c10d::ScatterOptions &)
-{
-	unsupported("scatter");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter(std::vector<at::Tensor> &,
-									std::vector<std::vector<at::Tensor>> &,
-									const c10d::ReduceScatterOptions &)
-{
-	unsupported("reduce_scatter (of a list; reduce_scatter_tensor is supported)");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall_base(at::Tensor &, at::Tensor &,
-								       std::vector<int64_t> &, std::vector<int64_t> &,
-								       const c10d::AllToAllOptions &)
-{
-	unsupported("all_to_all_single");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,
-								  const c10d::AllToAllOptions &)
-{
-	unsupported("all_to_all");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::send(std::vector<at::Tensor> &, int, int)
-{
-	unsupported("send");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::recv(std::vector<at::Tensor> &, int, int)
-{
-	unsupported("recv");
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::recvAnysource(std::vector<at::Tensor> &, int)
-{
-	unsupported("recv from any source");
-}
-
-void ProcessGroupHierarchical::startCoalescing() { unsupported("coalescing (batch_isend_irecv)"); }
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::endCoalescing()
-{
-	unsupported("coalescing (batch_isend_irecv)");
+	return done_work(rank_, c10d::OpType::COALESCED, outputs);
 }
 
 } // namespace torch_neuron::dist

@@ -3,24 +3,41 @@
 // item 3. torch_neuron/_distributed.py builds it when the ranks' neurond differ.
 //
 // Each collective runs in stages: within each host through that host's
-// ProcessGroupNeuron (neurond, in device memory), and between hosts among one
-// leader per host (its lowest rank) through PyTorch's gloo on host staging
-// copies. all_reduce: reduce within the host, leaders all_reduce over gloo,
-// broadcast within the host. broadcast, barrier, reduce, all_gather(_into_tensor)
-// and reduce_scatter_tensor are built the same way; the others raise a
-// DistBackendError that names the op.
+// ProcessGroupNeuron (neurond, in device memory), and between hosts through
+// PyTorch's gloo on host staging copies: among one leader per host (its lowest
+// rank) for the collectives that reduce or spread, directly between the ranks
+// concerned otherwise. all_reduce: reduce within the host, leaders all_reduce
+// over gloo, broadcast within the host; broadcast, barrier, reduce,
+// all_gather(_into_tensor) and reduce_scatter(_tensor) are built the same way.
+// gather: within each host to its leader (to the root on the root's host),
+// leaders gather to the root's leader over gloo, which hands the other hosts'
+// part to the root; scatter is its mirror. all_to_all(_single) (any splits): the
+// blocks between ranks of a host through their neurond, the others in one gloo
+// all_to_all of every rank. send/recv: through neurond between ranks of a host,
+// through gloo (every rank's group) between hosts; recv from any source is not
+// supported across hosts.
 //
-// Unlike the one-host backend, a call here returns when the collective is done
-// as far as the host is concerned: the leader waits on the host for its device
-// data before gloo reads it, and every rank waits for each stage's gloo part.
-// The Work it returns is complete; the caller's current stream is already
-// ordered after the last device stage (so a later wait() costs nothing and
-// work on another stream must synchronise with this one, as after a blocking
-// NCCL call).
+// Errors name ranks by their rank in this group (rank_names.h; neurond numbers
+// them within its host), and a failed stage between hosts says which ranks it
+// was between.
+//
+// Unlike the one-host backend, a collective returns when it is done as far as
+// the host is concerned: the ranks wait on the host for their device data before
+// gloo reads it, and for each stage's gloo part. The Work it returns is
+// complete; the caller's current stream is already ordered after the last device
+// stage (so a later wait() costs nothing and work on another stream must
+// synchronise with this one, as after a blocking NCCL call). Point-to-point
+// calls return once started (hierarchical_work.h, StagedWork), so a rank can
+// post a send and a recv before its peer does; batch_isend_irecv is one neurond
+// batch for the ranks of a host.
 #pragma once
+
+#include "hierarchical_work.h"
+#include "process_group.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <functional>
 #include <vector>
 
 namespace torch_neuron::dist {
@@ -30,9 +47,11 @@ public:
 	// hosts: the group ranks on each neurond, each list ascending, the lists in
 	// the order of their first rank. intra: this rank's host's group (its
 	// ranks in that order). leaders: the gloo group of every host's first rank
-	// (host index = its rank there); null on the other ranks.
+	// (host index = its rank there); null on the other ranks. everyone: a gloo
+	// group of every rank (same ranks as this group).
 	ProcessGroupHierarchical(int rank, int size, std::vector<std::vector<int64_t>> hosts,
-				 c10::intrusive_ptr<c10d::Backend> intra, c10::intrusive_ptr<c10d::Backend> leaders);
+				 c10::intrusive_ptr<ProcessGroupNeuron> intra, c10::intrusive_ptr<c10d::Backend> leaders,
+				 c10::intrusive_ptr<c10d::Backend> everyone);
 
 	const std::string getBackendName() const override { return "neuron"; }
 
@@ -55,20 +74,27 @@ public:
 								       std::vector<at::Tensor> &inputs,
 								       const c10d::ReduceScatterOptions &opts) override;
 
-	// Not across hosts yet: each raises a DistBackendError naming the op.
-	c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &, std::vector<at::Tensor> &,
-					      const c10d::GatherOptions &) override;
-	c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &, std::vector<std::vector<at::Tensor>> &,
-					       const c10d::ScatterOptions &) override;
-	c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &, std::vector<std::vector<at::Tensor>> &,
-						      const c10d::ReduceScatterOptions &) override;
-	c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &, at::Tensor &, std::vector<int64_t> &,
-						     std::vector<int64_t> &, const c10d::AllToAllOptions &) override;
-	c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,
-						const c10d::AllToAllOptions &) override;
-	c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override;
-	c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override;
+	c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+					      std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+					       std::vector<std::vector<at::Tensor>> &inputs,
+					       const c10d::ScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+						      std::vector<std::vector<at::Tensor>> &inputs,
+						      const c10d::ReduceScatterOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+						     std::vector<int64_t> &output_splits,
+						     std::vector<int64_t> &input_splits,
+						     const c10d::AllToAllOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+						const c10d::AllToAllOptions &opts) override;
+	c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override;
+	c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override;
+	// Not across hosts: raises a DistBackendError that says so.
 	c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override;
+	// batch_isend_irecv: the sends and receives within a host go to neurond as one
+	// batch (as on one host); those between hosts start as they come.
+	bool supportsCoalescing() const override { return true; }
 	void startCoalescing() override;
 	c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
@@ -77,12 +103,23 @@ private:
 	void allreduce_into(const at::Tensor &t, const c10d::ReduceOp &op);
 	// Every rank's t becomes root's.
 	void broadcast_from(const at::Tensor &t, int root);
-	[[noreturn]] void unsupported(const char *op) const;
+	// Runs a stage between hosts (gloo); its failure is raised naming this rank,
+	// the op and the ranks the stage was between (between: "the hosts' first
+	// ranks" or "every rank").
+	void between_hosts(const char *op, bool leaders_only, const std::function<void()> &stage) const;
+	// The largest number of ranks on one host.
+	int64_t most_per_host() const;
+	// A send or recv between hosts, through gloo on a host staging copy.
+	c10::intrusive_ptr<c10d::Work> p2p_between_hosts(const at::Tensor &t, bool send, int peer, int tag);
+	c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor> &tensors, bool send, int peer, int tag);
 
 	std::vector<std::vector<int64_t>> hosts_;
 	std::vector<int> host_of_, local_of_; // by group rank
 	int host_ = 0;                        // this rank's host
-	c10::intrusive_ptr<c10d::Backend> intra_, leaders_;
+	c10::intrusive_ptr<ProcessGroupNeuron> intra_;
+	c10::intrusive_ptr<c10d::Backend> leaders_, everyone_;
+	bool coalescing_ = false;                // caller's thread: between start/endCoalescing
+	c10::intrusive_ptr<StagedWork> batch_;   // the coalesced batch's Work
 };
 
 } // namespace torch_neuron::dist

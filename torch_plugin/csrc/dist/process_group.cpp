@@ -8,6 +8,8 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
+#include <Python.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -24,6 +26,7 @@ constexpr int64_t kMaxTimeoutMs = 3'600'000; // neurond's limit (CollectiveJoin)
 // Tags of the sends and receives all_to_all is made of: above every user tag (an
 // int), so they never match a user's send or recv.
 constexpr uint64_t kAllToAllTag = uint64_t(1) << 32;
+constexpr uint64_t kHopTag = kAllToAllTag + 1; // hop(): the hierarchical backend's own
 constexpr int kAnySource = -1; // point_to_point's peer for recvAnysource
 
 const char *op_name(uint32_t op)
@@ -180,8 +183,9 @@ void NeuronWork::complete(std::exception_ptr error)
 }
 
 ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-				       std::chrono::milliseconds timeout)
-	: c10d::Backend(rank, size), timeout_(std::clamp<int64_t>(timeout.count(), 1, kMaxTimeoutMs))
+				       std::chrono::milliseconds timeout, RankNames names)
+	: c10d::Backend(rank, size), timeout_(std::clamp<int64_t>(timeout.count(), 1, kMaxTimeoutMs)),
+	  names_(std::move(names))
 {
 	const char *blocking = std::getenv("NEURON_BLOCKING_WAIT");
 	blocking_wait_ = blocking && std::string(blocking) == "1";
@@ -191,6 +195,12 @@ ProcessGroupNeuron::ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &st
 
 ProcessGroupNeuron::~ProcessGroupNeuron()
 {
+	// Destroyed from Python (the holder's dealloc at destroy_process_group or a
+	// frame's end) the GIL is held, and the worker may need it to finish: dropping
+	// the last reference to a tensor whose Python object is gone decrefs that
+	// object. Joining it with the GIL held deadlocked (1 run in ~30 of
+	// test_dist_two_hosts' torchrun: a rank hung at exit, its torchrun with it).
+	PyThreadState *python = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
 	{
 		std::lock_guard lock(mu_);
 		stopping_ = true;
@@ -201,6 +211,8 @@ ProcessGroupNeuron::~ProcessGroupNeuron()
 	signals_.clear(); // waits for the device's streams to pass their waits
 	if (channel_)
 		neuron_disconnect(channel_); // neurond: this rank left the group
+	if (python)
+		PyEval_RestoreThread(python);
 }
 
 std::string daemon_location()
@@ -264,10 +276,10 @@ void ProcessGroupNeuron::join_group(const c10::intrusive_ptr<c10d::Store> &store
 						  secret.size(), static_cast<uint32_t>(rank_), static_cast<uint32_t>(size_),
 						  static_cast<uint32_t>(timeout_.count()), &group_id_);
 	if (s != NEURON_OK) {
-		const std::string why = neuron_last_error();
+		const std::string why = names_.translate(neuron_last_error());
 		neuron_disconnect(channel_);
 		channel_ = nullptr;
-		C10_THROW_ERROR(DistBackendError, "neuron backend: rank " + std::to_string(rank_) +
+		C10_THROW_ERROR(DistBackendError, "neuron backend: rank " + std::to_string(names_.of(rank_)) +
 							  " could not join the collective group in neurond: " + why);
 	}
 }
@@ -357,6 +369,8 @@ void ProcessGroupNeuron::worker()
 			std::string why = "collective failed";
 			try {
 				std::rethrow_exception(error);
+			} catch (const c10::Error &e) {
+				why = e.what_without_backtrace(); // the streams' fault message: no C++ frames
 			} catch (const std::exception &e) {
 				why = e.what();
 			} catch (...) {
@@ -374,10 +388,10 @@ void ProcessGroupNeuron::run(Job &job)
 	const int64_t timeout_ns = timeout_.count() * 1'000'000;
 	neuron_status s = neuron_queue_wait(sq.core, job.after, timeout_ns);
 	if (s != NEURON_OK)
-		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
-							  (job.name ? job.name : op_name(job.spec.op)) +
+		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(names_.of(rank_)) +
+							  ": " + (job.name ? job.name : op_name(job.spec.op)) +
 							  ": waiting for its inputs on the stream: " +
-							  neuron_last_error());
+							  names_.translate(neuron_last_error()));
 	if (job.marker)
 		s = NEURON_OK; // orders only: everything queued before it has run
 	else if (job.is_p2p) {
@@ -390,9 +404,9 @@ void ProcessGroupNeuron::run(Job &job)
 	else
 		s = neuron_group_run(channel_, group_id_, seq_++, &job.spec);
 	if (s != NEURON_OK)
-		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(rank_) + ": " +
-							  (job.name ? job.name : op_name(job.spec.op)) +
-							  " failed: " + neuron_last_error());
+		C10_THROW_ERROR(DistBackendError, std::string("neuron backend: rank ") + std::to_string(names_.of(rank_)) +
+							  ": " + (job.name ? job.name : op_name(job.spec.op)) +
+							  " failed: " + names_.translate(neuron_last_error()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(std::vector<at::Tensor> &tensors,
@@ -818,6 +832,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing()
 	return enqueue_p2p(std::move(b), device, "batch_isend_irecv", work);
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::hop(bool send, const at::Tensor &t, int peer)
+{
+	TORCH_CHECK(!coalescing_, "neuron backend: a hop between a host's ranks inside a coalesced batch");
+	TORCH_CHECK(t.is_contiguous(), "neuron backend: a hop needs a contiguous tensor");
+	P2PBatch b;
+	add_p2p(b, send, t, peer, kHopTag);
+	b.type = send ? c10d::OpType::SEND : c10d::OpType::RECV;
+	b.results = {t};
+	return enqueue_p2p(std::move(b), t.device(), send ? "send (between hosts' stages)" : "recv (between hosts' stages)");
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions &)
 {
 	return enqueue(c10d::OpType::BARRIER, NEURON_COLL_BARRIER, at::Tensor(), at::Tensor(), 0, NEURON_REDUCE_SUM, 0,
@@ -825,9 +850,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOp
 }
 
 c10::intrusive_ptr<ProcessGroupNeuron> create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
-							    int size, std::chrono::milliseconds timeout)
+							    int size, std::chrono::milliseconds timeout,
+							    std::vector<int64_t> global_ranks)
 {
-	return c10::make_intrusive<ProcessGroupNeuron>(store, rank, size, timeout);
+	TORCH_CHECK(global_ranks.empty() || global_ranks.size() == static_cast<size_t>(size),
+		    "neuron backend: ", global_ranks.size(), " global ranks for a group of ", size);
+	return c10::make_intrusive<ProcessGroupNeuron>(store, rank, size, timeout, RankNames(std::move(global_ranks)));
 }
 
 } // namespace torch_neuron::dist

@@ -21,6 +21,7 @@
 // mutex).
 #pragma once
 
+#include "rank_names.h"
 #include "stream_signal.h"
 
 #include <neuron/neuron.h>
@@ -70,8 +71,10 @@ private:
 
 class ProcessGroupNeuron : public c10d::Backend {
 public:
+	// names: how errors name the ranks (a host's part of a hierarchical group
+	// names them by their rank in the whole group; rank_names.h).
 	ProcessGroupNeuron(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-			   std::chrono::milliseconds timeout);
+			   std::chrono::milliseconds timeout, RankNames names = {});
 	~ProcessGroupNeuron() override;
 
 	const std::string getBackendName() const override { return "neuron"; }
@@ -117,6 +120,10 @@ public:
 	bool supportsCoalescing() const override { return true; }
 	void startCoalescing() override;
 	c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+	// The hierarchical backend's hops inside this host (hierarchical.h): t (contiguous,
+	// neuron) sent to or received from peer, with a tag no torch.distributed call can
+	// give, so a hop never matches a user's send or recv. Not while coalescing.
+	c10::intrusive_ptr<c10d::Work> hop(bool send, const at::Tensor &t, int peer);
 
 private:
 	// One collective as the worker runs it: the spec neurond gets (device, input
@@ -166,6 +173,7 @@ private:
 	void check_one_daemon(const c10::intrusive_ptr<c10d::Store> &store);
 
 	std::chrono::milliseconds timeout_;
+	RankNames names_;
 	neuron_client *channel_ = nullptr; // this rank's second connection (observer)
 	uint64_t group_id_ = 0;
 	uint64_t seq_ = 0;                 // worker thread only
@@ -185,7 +193,9 @@ private:
 // hierarchical backend).
 std::string daemon_location();
 
+// global_ranks: empty, or this group's ranks' ranks in the hierarchical group it is a part of.
 c10::intrusive_ptr<ProcessGroupNeuron> create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank,
-							    int size, std::chrono::milliseconds timeout);
+							    int size, std::chrono::milliseconds timeout,
+							    std::vector<int64_t> global_ranks = {});
 
 } // namespace torch_neuron::dist

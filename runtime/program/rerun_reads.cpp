@@ -1,51 +1,16 @@
 #include "rerun_reads.h"
 
-#include <iterator>
-#include <map>
+#include <interval_set.h>
+
+#include <cstdint>
 
 namespace neuron::program {
 
 namespace {
 
-// Disjoint, merged byte intervals [lo, hi), keyed by lo.
-class Covered {
-public:
-	bool contains(uint64_t lo, uint64_t hi) const
-	{
-		if (lo >= hi)
-			return true;
-		auto it = spans_.upper_bound(lo);
-		if (it == spans_.begin())
-			return false;
-		--it;
-		return it->first <= lo && hi <= it->second;
-	}
-
-	void add(uint64_t lo, uint64_t hi)
-	{
-		if (lo >= hi)
-			return;
-		auto it = spans_.upper_bound(lo);
-		if (it != spans_.begin() && std::prev(it)->second >= lo) {
-			--it;
-			lo = it->first;
-			hi = std::max(hi, it->second);
-			it = spans_.erase(it);
-		}
-		while (it != spans_.end() && it->first <= hi) {
-			hi = std::max(hi, it->second);
-			it = spans_.erase(it);
-		}
-		spans_.emplace(lo, hi);
-	}
-
-private:
-	std::map<uint64_t, uint64_t> spans_;
-};
-
 bool reads_before_written(const std::vector<RegionAccess> &acc)
 {
-	Covered covered;
+	kernels::IntervalSet<uint64_t> covered; // bytes overwritten whole by earlier nodes
 	bool written = false, early_read = false;
 	for (size_t i = 0; i < acc.size();) {
 		// One node's accesses: its reads see what came before it, its writes

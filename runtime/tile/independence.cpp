@@ -22,6 +22,8 @@
 // Anything else runs in order, as a sequential_range: correct, only not parallel.
 #include "program.h"
 
+#include <interval_set.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -47,33 +49,14 @@ struct Box {
 // A union of boxes, kept as disjoint byte intervals per (space, partition range).
 class Bytes {
 public:
-	void add(const Box &b)
-	{
-		std::map<i128, i128> &set = sets_[{b.space, b.p0, b.p1}];
-		i128 lo = b.lo, hi = b.hi;
-		auto it = set.upper_bound(lo);
-		if (it != set.begin() && std::prev(it)->second >= lo) {
-			--it;
-			lo = it->first;
-			hi = std::max(hi, it->second);
-			it = set.erase(it);
-		}
-		while (it != set.end() && it->first <= hi) {
-			hi = std::max(hi, it->second);
-			it = set.erase(it);
-		}
-		set.emplace(lo, hi);
-	}
+	void add(const Box &b) { sets_[{b.space, b.p0, b.p1}].add(b.lo, b.hi); }
 	// Some one partition range holding b's has all of b's bytes (conservative:
 	// bytes spread over two partition ranges do not count).
 	bool covers(const Box &b) const
 	{
 		for (const auto &[key, set] : sets_) {
 			const auto &[space, p0, p1] = key;
-			if (space != b.space || p0 > b.p0 || p1 < b.p1)
-				continue;
-			auto it = set.upper_bound(b.lo);
-			if (it != set.begin() && std::prev(it)->second >= b.hi)
+			if (space == b.space && p0 <= b.p0 && b.p1 <= p1 && set.contains(b.lo, b.hi))
 				return true;
 		}
 		return false;
@@ -82,19 +65,14 @@ public:
 	{
 		for (const auto &[key, set] : sets_) {
 			const auto &[space, p0, p1] = key;
-			if (space != b.space || p1 <= b.p0 || b.p1 <= p0)
-				continue;
-			auto it = set.upper_bound(b.lo);
-			if (it != set.end() && it->first < b.hi)
-				return true;
-			if (it != set.begin() && std::prev(it)->second > b.lo)
+			if (space == b.space && p0 < b.p1 && b.p0 < p1 && set.meets(b.lo, b.hi))
 				return true;
 		}
 		return false;
 	}
 
 private:
-	std::map<std::tuple<uint8_t, uint32_t, uint32_t>, std::map<i128, i128>> sets_;
+	std::map<std::tuple<uint8_t, uint32_t, uint32_t>, kernels::IntervalSet<i128>> sets_;
 };
 
 // Where one instruction of the loop reaches an HBM argument: the byte stride of

@@ -1,4 +1,5 @@
 #include "process_group.h"
+#include "split_sizes.h"
 
 #include "../runtime.h"
 
@@ -629,30 +630,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(at::Tensor &out
 	return enqueue(c10d::OpType::ALLTOALL_BASE, NEURON_COLL_ALL_TO_ALL, in_t.contiguous(), out,
 		       static_cast<uint64_t>(in_t.numel() / size_), NEURON_REDUCE_SUM, 0, {output}, std::move(back));
 }
-
-namespace {
-
-// Split sizes along dim 0 (empty: equal parts, which world_size must divide).
-std::vector<int64_t> splits_of(const std::vector<int64_t> &given, int64_t rows, int world, const char *what)
-{
-	if (given.empty()) {
-		TORCH_CHECK(rows % world == 0, "neuron backend: all_to_all_single: ", what, " has ", rows,
-			    " rows, which world_size ", world, " does not divide (give ", what, "_split_sizes)");
-		return std::vector<int64_t>(world, rows / world);
-	}
-	TORCH_CHECK(given.size() == static_cast<size_t>(world), "neuron backend: all_to_all_single: ", what,
-		    "_split_sizes has ", given.size(), " entries, expected world_size ", world);
-	int64_t sum = 0;
-	for (int64_t s : given) {
-		TORCH_CHECK(s >= 0, "neuron backend: all_to_all_single: negative ", what, " split size ", s);
-		sum += s;
-	}
-	TORCH_CHECK(sum == rows, "neuron backend: all_to_all_single: ", what, "_split_sizes sum to ", sum, " but the ",
-		    what, " has ", rows, " rows");
-	return given;
-}
-
-} // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_uneven(at::Tensor &output, const at::Tensor &in_t,
 								   const std::vector<int64_t> &output_splits,

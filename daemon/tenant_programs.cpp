@@ -83,6 +83,8 @@ std::string Tenant::build_program(const api::Program &source, program::Descripti
 			desc->onchip = profile->onchip;
 		why = program::validate(*desc, out);
 	}
+	if (why.empty() && !desc->tile_images.empty())
+		why = devices_.tile_kernels_unsupported();
 	return why;
 }
 
@@ -92,8 +94,6 @@ std::string Tenant::register_program(const api::RegisterProgram &req, int fd, ap
 	*code = api::ERROR_INVALID_ARGUMENT;
 	if (auto err = unready(code); !err.empty())
 		return err;
-	if (auto why = devices_.programs_unsupported(); !why.empty())
-		return "RegisterProgram: " + why;
 	reap_programs();
 	if (ctx_->programs().size() + retired_programs_.size() >= NEURON_PROGRAMS_PER_TENANT) {
 		*code = api::ERROR_RESOURCE_EXHAUSTED;
@@ -241,11 +241,19 @@ void Tenant::save_programs(state::Tenant *out) const
 	if (!ctx_)
 		return;
 	out->set_next_program_id(ctx_->programs().next_id());
+	const backend::TenantMemory &m = ctx_->memory();
+	std::shared_lock lock(m.mutex);
 	for (const auto &p : ctx_->programs().snapshot()) {
 		auto *s = out->add_programs();
 		s->set_id(p->id);
-		for (uint64_t address : p->buffer_address)
-			s->add_buffer_address(address);
+		for (size_t b = 0; b < p->buffer_address.size(); ++b) {
+			s->add_buffer_address(p->buffer_address[b]);
+			// The backend's buffer behind it (kmd: a GEM handle in the kept file).
+			uint64_t start = 0;
+			const backend::DeviceAllocation *a =
+				m.find_device(p->device, p->buffer_address[b], p->buffer_bytes[b], &start);
+			s->add_buffer_handle(a ? a->handle : 0);
+		}
 	}
 }
 
@@ -269,13 +277,16 @@ void Tenant::adopt_program(const state::Program &s, FdStore &store, std::string 
 	if (why.empty() && static_cast<size_t>(s.buffer_address_size()) != desc.buffer_bytes.size())
 		why = "the journal names " + std::to_string(s.buffer_address_size()) + " buffers, the program has " +
 		      std::to_string(desc.buffer_bytes.size());
+	if (why.empty() && s.buffer_handle_size() != 0 && s.buffer_handle_size() != s.buffer_address_size())
+		why = "the journal names " + std::to_string(s.buffer_address_size()) + " buffer addresses and " +
+		      std::to_string(s.buffer_handle_size()) + " handles";
 	if (!why.empty()) {
 		*problems += what + why + "; ";
 		return;
 	}
 	for (size_t b = 0; b < desc.buffer_bytes.size(); ++b) {
-		if (auto r = ctx_->adopt_allocation(desc.device, s.buffer_address(int(b)), desc.buffer_bytes[b],
-						      0 /* programs run on emu only: no buffer handle */)) {
+		const uint32_t handle = s.buffer_handle_size() ? s.buffer_handle(int(b)) : 0;
+		if (auto r = ctx_->adopt_allocation(desc.device, s.buffer_address(int(b)), desc.buffer_bytes[b], handle)) {
 			*problems += what + "buffer " + std::to_string(b) + ": " + r->message + "; ";
 			free_program_buffers(*program);
 			return;

@@ -255,7 +255,7 @@ void Tenant::adopt_queue(const state::Queue &s, FdStore &store, StateJournal &jo
 	// it, then it runs again from its start (backend/queue_keep.h).
 	if (const uint64_t seq = q->interrupted(); seq && !q->faulted()) {
 		std::string why;
-		switch (q->undo()->restore(seq, s.device(), ctx_->memory(), &why)) {
+		switch (q->undo()->restore(seq, s.device(), *ctx_, &why)) {
 		case backend::UndoLog::Restore::Restored:
 			NLOG_INFO("state.undo", log_fields() + " queue=" + std::to_string(s.id()) + " seq=" + std::to_string(seq) +
 							" outcome=restored_then_rerun");

@@ -1,5 +1,6 @@
 #include "queue_keep.h"
 
+#include "tenant_context.h"
 #include "tenant_memory.h"
 
 #include <geometry.h>
@@ -55,8 +56,8 @@ struct UndoLog::Header {
 static constexpr uint64_t kHeaderBytes = 4096;
 // count of a record that could not be saved (a replay with too many ranges).
 static constexpr uint32_t kUnsaved = 0xffffffffu;
-// count of a record whose written operands this process cannot read (kmd: they
-// lie in driver BOs): the command, if interrupted, faults instead of running again.
+// count of a record whose written host operands this process cannot read: the
+// command, if interrupted, faults instead of running again.
 static constexpr uint32_t kUnreachable = 0xfffffffeu;
 
 UndoLog::UndoLog(int fd) : fd_(fd)
@@ -93,72 +94,86 @@ bool UndoLog::grow(uint64_t bytes)
 	return true;
 }
 
-std::string UndoLog::save(uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops)
+// Invalidates the record, then marks it as one for command `seq` with `count`
+// ranges (a kUnsaved/kUnreachable mark, or the count of a record just written).
+void UndoLog::mark(uint64_t seq, uint32_t count)
+{
+	auto *h = static_cast<Header *>(map_);
+	std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
+	h->count = count;
+	h->seq = seq;
+	std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
+}
+
+// The record for command `seq`: the header, then each range's bytes, copied
+// here where neurond sees them and by the backend (the device's DMA) where it
+// does not. Host ranges neurond cannot see get only the kUnreachable mark.
+std::string UndoLog::write_record(uint64_t seq, const std::vector<Source> &ranges, TenantContext &tenant,
+				  uint32_t device)
 {
 	static_assert(sizeof(Header) <= kHeaderBytes);
 	if (fd_ < 0)
 		return "the queue has no undo log";
-	const int written = std::min<int>(kernels::written_operands(cmd.opcode), cmd.num_operands);
-	uint64_t total = kHeaderBytes;
-	bool reachable = true;
-	for (int w = 0; w < written; ++w) {
-		total += ops.bytes[w];
-		reachable = reachable && (ops.where[w].data || !ops.bytes[w]);
-	}
-	if (!grow(reachable ? total : kHeaderBytes))
-		return "cannot grow the queue's undo log to " + std::to_string(total) + " bytes";
-	auto *h = static_cast<Header *>(map_);
-	if (!reachable) {
-		// Only the mark: restore() then says why this command cannot run again.
-		std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
-		h->count = kUnreachable;
-		h->seq = seq;
-		std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
+	if (ranges.size() > size_t(kMaxSavedRanges)) {
+		mark(seq, kUnsaved); // restore() then says why this command cannot run again
 		return {};
 	}
-	std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
-	auto *out = static_cast<std::byte *>(map_) + kHeaderBytes;
-	h->count = static_cast<uint32_t>(written);
-	for (int w = 0; w < written; ++w) {
-		const neuron_tensor_desc &d = cmd.operands[w];
-		h->ranges[w] = {d.mem_space, {}, d.host_buffer, d.addr, ops.bytes[w]};
-		if (ops.bytes[w])
-			std::memcpy(out, ops.where[w].data, ops.bytes[w]);
-		out += ops.bytes[w];
-	}
-	h->seq = seq;
-	std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
-	return {};
-}
-
-std::string UndoLog::save_device(uint64_t seq, const std::vector<DeviceRange> &ranges)
-{
-	if (fd_ < 0)
-		return "the queue has no undo log";
-	bool saveable = ranges.size() <= size_t(kMaxSavedRanges);
 	uint64_t total = kHeaderBytes;
-	for (const DeviceRange &r : ranges) {
+	bool reachable = true;
+	for (const Source &r : ranges) {
 		total += r.bytes;
-		saveable = saveable && (r.src || !r.bytes);
+		reachable = reachable && (r.src || !r.bytes || r.mem_space == NEURON_MEM_DEVICE);
 	}
-	if (saveable && !grow(total))
+	if (!reachable) {
+		mark(seq, kUnreachable);
+		return {};
+	}
+	if (!grow(total))
 		return "cannot grow the queue's undo log to " + std::to_string(total) + " bytes";
 	auto *h = static_cast<Header *>(map_);
 	std::atomic_ref<uint32_t>(h->valid).store(0, std::memory_order_release);
-	h->count = saveable ? static_cast<uint32_t>(ranges.size()) : kUnsaved;
 	auto *out = static_cast<std::byte *>(map_) + kHeaderBytes;
-	for (size_t i = 0; saveable && i < ranges.size(); ++i) {
-		h->ranges[i] = {NEURON_MEM_DEVICE, {}, 0, ranges[i].addr, ranges[i].bytes};
-		if (ranges[i].bytes)
-			std::memcpy(out, ranges[i].src, ranges[i].bytes);
-		out += ranges[i].bytes;
+	std::vector<TenantContext::DeviceBytes> by_device;
+	for (size_t i = 0; i < ranges.size(); ++i) {
+		const Source &r = ranges[i];
+		h->ranges[i] = {r.mem_space, {}, r.host_buffer, r.addr, r.bytes};
+		if (r.src && r.bytes)
+			std::memcpy(out, r.src, r.bytes);
+		else if (r.bytes)
+			by_device.push_back({r.addr, r.bytes, out});
+		out += r.bytes;
 	}
+	if (!by_device.empty())
+		if (auto refused = tenant.read_device(device, by_device))
+			return "cannot copy the device memory it writes: " + refused->message;
+	h->count = static_cast<uint32_t>(ranges.size());
 	h->seq = seq;
 	std::atomic_ref<uint32_t>(h->valid).store(1, std::memory_order_release);
 	return {};
 }
 
-UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &memory, std::string *why)
+std::string UndoLog::save(uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops, TenantContext &tenant,
+			  uint32_t device)
+{
+	const int written = std::min<int>(kernels::written_operands(cmd.opcode), cmd.num_operands);
+	std::vector<Source> ranges;
+	for (int w = 0; w < written; ++w) {
+		const neuron_tensor_desc &d = cmd.operands[w];
+		ranges.push_back({d.mem_space, d.host_buffer, d.addr, ops.bytes[w], ops.where[w].data});
+	}
+	return write_record(seq, ranges, tenant, device);
+}
+
+std::string UndoLog::save_device(uint64_t seq, const std::vector<DeviceRange> &ranges, TenantContext &tenant,
+				 uint32_t device)
+{
+	std::vector<Source> sources;
+	for (const DeviceRange &r : ranges)
+		sources.push_back({NEURON_MEM_DEVICE, 0, r.addr, r.bytes, r.src});
+	return write_record(seq, sources, tenant, device);
+}
+
+UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantContext &tenant, std::string *why)
 {
 	if (fd_ < 0 || !map_)
 		return Restore::NoRecord;
@@ -171,8 +186,7 @@ UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &m
 		return Restore::Failed;
 	}
 	if (h->count == kUnreachable) {
-		*why = "it writes memory it also reads, and this backend's device memory lies where neurond cannot "
-		       "save it before the command (driver buffers: the undo log works on --backend emu only)";
+		*why = "it writes host memory that neurond cannot save before the command on this backend";
 		return Restore::Failed;
 	}
 	if (h->count > kMaxSavedRanges) {
@@ -187,27 +201,40 @@ UndoLog::Restore UndoLog::restore(uint64_t seq, uint32_t device, TenantMemory &m
 		return Restore::Failed;
 	}
 	h = static_cast<const Header *>(map_);
-	const auto *in = static_cast<const std::byte *>(map_) + kHeaderBytes;
+	auto *in = static_cast<std::byte *>(map_) + kHeaderBytes;
+	TenantMemory &memory = tenant.memory();
 	auto lock = memory.lock_exclusive();
+	std::vector<TenantContext::DeviceBytes> by_device;
 	for (uint32_t i = 0; i < h->count; ++i) {
 		const auto &r = h->ranges[i];
 		std::byte *dst = nullptr;
+		bool found = false;
 		if (r.mem_space == NEURON_MEM_DEVICE) {
 			uint64_t start = 0;
-			if (const DeviceAllocation *a = memory.find_device(device, r.addr, r.bytes, &start); a && a->host)
-				dst = a->host + (r.addr - start);
+			if (const DeviceAllocation *a = memory.find_device(device, r.addr, r.bytes, &start)) {
+				found = true;
+				dst = a->host ? a->host + (r.addr - start) : nullptr;
+			}
 		} else if (const HostRegion *hr = memory.host(r.host_buffer); hr && r.addr + r.bytes <= hr->size) {
-			dst = hr->host + r.addr;
+			found = hr->host != nullptr;
+			dst = hr->host ? hr->host + r.addr : nullptr;
 		}
-		if (!dst && r.bytes) {
+		if (!found && r.bytes) {
 			*why = "operand " + std::to_string(i) + " of command " + std::to_string(seq) +
 			       " no longer lies in the tenant's memory";
 			return Restore::Failed;
 		}
-		if (r.bytes)
+		if (dst && r.bytes)
 			std::memcpy(dst, in, r.bytes);
+		else if (r.bytes)
+			by_device.push_back({r.addr, r.bytes, in});
 		in += r.bytes;
 	}
+	if (!by_device.empty())
+		if (auto refused = tenant.write_device(device, by_device)) {
+			*why = "cannot put its device memory back: " + refused->message;
+			return Restore::Failed;
+		}
 	return Restore::Restored;
 }
 

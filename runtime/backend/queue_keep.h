@@ -51,6 +51,8 @@ static_assert(sizeof(QueueProgress) == 64);
 // reads, and the op overwrites its outputs without reading them.
 bool rerun_is_exact(const neuron_cmd &cmd, const gate::Operands &ops);
 
+class TenantContext;
+
 class UndoLog {
 public:
 	static constexpr int kMaxRanges = NEURON_MAX_OPERANDS;
@@ -66,27 +68,44 @@ public:
 
 	int fd() const { return fd_; }
 	// Engine, before the first tile of command `seq`, with the tenant's memory
-	// locked: saves the bytes of cmd's written operands. "" or why it could not
-	// (the memfd could not grow): the command then must not run.
-	std::string save(uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops);
+	// locked: saves the bytes of cmd's written operands. Bytes neurond cannot
+	// address (kmd: device memory in driver BOs) are copied by `tenant`'s backend
+	// (TenantContext::read_device: the device's DMA). "" or why it could not (the
+	// memfd could not grow, the copy failed): the command then must not run.
+	std::string save(uint64_t seq, const neuron_cmd &cmd, const gate::Operands &ops, TenantContext &tenant,
+			 uint32_t device);
 	// The same for a program replay (EXEC_PROGRAM): the device memory it may
 	// write (its written arguments as bound, its buffers), each range where the
-	// engine sees it (`src`). More than kMaxSavedRanges ranges, or one without a
-	// host address: the record says so, and the replay, if a restart interrupts
-	// it, faults instead of running again.
+	// engine sees it (`src`, null where neurond cannot address it). More than
+	// kMaxSavedRanges ranges: the record says so, and the replay, if a restart
+	// interrupts it, faults instead of running again.
 	struct DeviceRange {
 		uint64_t addr = 0, bytes = 0;
 		const std::byte *src = nullptr;
 	};
-	std::string save_device(uint64_t seq, const std::vector<DeviceRange> &ranges);
+	std::string save_device(uint64_t seq, const std::vector<DeviceRange> &ranges, TenantContext &tenant,
+				uint32_t device);
 	// Adoption (no engine runs): if the record is for command `seq`, puts its bytes
-	// back into `memory` on `device`. NoRecord: it is for another command (`seq`
-	// was pure: it runs again as it is); Failed with *why: it cannot be applied.
+	// back into `tenant`'s memory on `device` (through its backend where neurond
+	// cannot address it: TenantContext::write_device). NoRecord: it is for another
+	// command (`seq` was pure: it runs again as it is); Failed with *why: it
+	// cannot be applied.
 	enum class Restore { Restored, NoRecord, Failed };
-	Restore restore(uint64_t seq, uint32_t device, TenantMemory &memory, std::string *why);
+	Restore restore(uint64_t seq, uint32_t device, TenantContext &tenant, std::string *why);
 
 private:
 	struct Header;
+	// One range of a record: where it lies, and its bytes as neurond sees them
+	// (null: the backend copies them).
+	struct Source {
+		uint8_t mem_space;
+		uint32_t host_buffer;
+		uint64_t addr, bytes;
+		const std::byte *src;
+	};
+	std::string write_record(uint64_t seq, const std::vector<Source> &ranges, TenantContext &tenant,
+				 uint32_t device);
+	void mark(uint64_t seq, uint32_t count);
 	bool grow(uint64_t bytes);
 
 	int fd_ = -1;

@@ -3,8 +3,8 @@
 // The daemon's Tenant (daemon/tenant.h) holds one and never asks which backend it
 // is; the backend's engines reach it through the tenant's queues (Queue::tenant()).
 //
-// Threads: the control thread calls every virtual method; engines only read
-// memory() under its lock (tenant_memory.h).
+// Threads: the control thread calls every virtual method but read_device; engines
+// read memory() under its lock (tenant_memory.h) and call read_device.
 #pragma once
 
 #include "tenant_memory.h"
@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,25 @@ public:
 	virtual Result adopt_allocation(uint32_t, uint64_t, uint64_t, uint32_t)
 	{
 		return Refusal{Refusal::Unavailable, "this backend cannot adopt device memory after a restart"};
+	}
+	// Restart survival where neurond cannot address the device memory (kmd: it
+	// lies in driver BOs): the undo log's bytes (queue_keep.h) go through the
+	// device's DMA engine. Each range [addr, +bytes) lies in one of this tenant's
+	// allocations on `device`; `host` is where its bytes go (read) or come from
+	// (write). Engines call read_device before a command, the control thread
+	// write_device at adoption; both with the memory lock held, which they do
+	// not take.
+	struct DeviceBytes {
+		uint64_t addr = 0, bytes = 0;
+		std::byte *host = nullptr;
+	};
+	virtual Result read_device(uint32_t, std::span<const DeviceBytes>)
+	{
+		return Refusal{Refusal::Unavailable, "this backend cannot copy device memory for the undo log"};
+	}
+	virtual Result write_device(uint32_t, std::span<const DeviceBytes>)
+	{
+		return Refusal{Refusal::Unavailable, "this backend cannot copy device memory for the undo log"};
 	}
 	// Restart survival: the descriptors behind this context that must outlive
 	// neurond, by device (kmd: the tenant's open driver file of each device, which

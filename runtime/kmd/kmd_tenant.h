@@ -12,7 +12,7 @@
 // run it on.
 //
 // Threads: the control thread calls TenantContext's methods; engine threads call
-// context() and host_import() with the TenantMemory lock held (release() takes it
+// context(), host_import() and read_device() with the TenantMemory lock held (release() takes it
 // exclusively before it closes the files), and allow_core(), revoke_core(),
 // enforced_core_mask() and the scratch calls, which take files_mutex_: it guards
 // the masks and, against release(), the files themselves.
@@ -55,6 +55,9 @@ public:
 	backend::Result free(uint32_t device, uint64_t address) override;
 	backend::Result register_host(int memfd, uint64_t size, uint32_t handle) override;
 	backend::Result unregister_host(uint32_t handle) override;
+	// The undo log's copies through the device's DMA (kmd_undo_copy.cpp).
+	backend::Result read_device(uint32_t device, std::span<const DeviceBytes> ranges) override;
+	backend::Result write_device(uint32_t device, std::span<const DeviceBytes> ranges) override;
 	backend::Result attach_queue(backend::Queue &q) override;
 	void detach_queue(backend::Queue &q) override;
 	void release() override;

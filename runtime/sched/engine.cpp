@@ -204,7 +204,7 @@ bool Engine::keep_before_start(Queue &q, uint64_t seq, const neuron_cmd &cmd, co
 	if (!q.progress())
 		return true;
 	if (!backend::rerun_is_exact(cmd, ops))
-		if (auto err = q.undo()->save(seq, cmd, ops); !err.empty()) {
+		if (auto err = q.undo()->save(seq, cmd, ops, q.tenant(), q.device()); !err.empty()) {
 			fault(q, NEURON_FAULT_EXEC, seq, cmd.user_tag,
 			      "neurond could not save the command's undo record (needed to survive a restart): " + err);
 			return false;
@@ -238,7 +238,7 @@ bool Engine::keep_program_before_start(Queue &q, uint64_t seq, const program::Pr
 	for (size_t b = 0; b < p.buffer_address.size(); ++b)
 		if (restore(args + b))
 			add(p.buffer_address[b], p.buffer_bytes[b]);
-	if (auto err = q.undo()->save_device(seq, ranges); !err.empty()) {
+	if (auto err = q.undo()->save_device(seq, ranges, q.tenant(), q.device()); !err.empty()) {
 		fault(q, NEURON_FAULT_EXEC, seq, 0,
 		      "neurond could not save the replay's undo record (needed to survive a restart): " + err);
 		return false;

@@ -47,6 +47,30 @@ inline void kill_neurond()
 	cr_assert(next > 0, "the supervisor did not restart neurond\n%s", g_daemon->log_tail().c_str());
 }
 
+// The log's lines that hold any of `needles` (the last 40), for a failure message
+// that must show what the supervisor and neurond said across restarts.
+inline std::string lines_in_log(std::initializer_list<const char *> needles)
+{
+	const std::string log = g_daemon->log();
+	std::vector<std::string> hits;
+	for (size_t at = 0; at < log.size();) {
+		size_t end = log.find('\n', at);
+		if (end == std::string::npos)
+			end = log.size();
+		const std::string line = log.substr(at, end - at);
+		for (const char *n : needles)
+			if (line.find(n) != std::string::npos) {
+				hits.push_back(line);
+				break;
+			}
+		at = end + 1;
+	}
+	std::string out;
+	for (size_t i = hits.size() > 40 ? hits.size() - 40 : 0; i < hits.size(); ++i)
+		out += "| " + hits[i] + "\n"; // "| ": the QEMU suite's output filter keeps it
+	return out;
+}
+
 inline size_t count_in_log(const std::string &what)
 {
 	const std::string log = g_daemon->log();

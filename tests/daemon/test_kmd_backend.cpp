@@ -152,27 +152,56 @@ DAEMON_TEST(kmd_backend, large_matmul_runs_as_several_bounded_jobs)
 	t.close();
 }
 
-// Programs (<neuron/program.h>) are not replayed through the driver's jobs yet:
-// RegisterProgram says so, and torch.compile's graphs then run op by op.
-DAEMON_TEST(kmd_backend, programs_are_refused_with_the_reason)
+// A program (<neuron/program.h>) replays through the driver: its nodes reach the
+// kernel as compute jobs (counted in sysfs), in order, and the result is the
+// CPU's. Two nodes that depend on each other: fill arg 0 with 1.5, then
+// arg 1 = arg 0 @ arg 0 (16 x 16: every element 16 * 2.25 = 36).
+DAEMON_TEST(kmd_backend, programs_replay_as_driver_jobs)
 {
-	neuron_client *c = connect("programs");
-	if (!neuron::test::daemon_runs_kmd(c)) {
-		neuron_disconnect(c);
+	Tenant t;
+	t.open("programs", 0, 1);
+	if (!neuron::test::daemon_runs_kmd(t.client)) {
+		t.close();
 		cr_skip("neurond runs the emu backend (the QEMU suite runs this with --backend kmd)");
 	}
-	uint64_t arg_bytes[1] = {64};
-	neuron_program_node node{};
-	node.cmd = make_fill_f32(desc(0, NEURON_DTYPE_F32, {16}), 1.0);
-	node.cmd.operands[0].mem_space = NEURON_MEM_PROGRAM_ARG;
+	constexpr int64_t N = 16;
+	auto arg = [](uint32_t index) {
+		neuron_tensor_desc d = desc(0, NEURON_DTYPE_F32, {N, N});
+		d.mem_space = NEURON_MEM_PROGRAM_ARG;
+		d.host_buffer = index;
+		return d;
+	};
+	uint64_t arg_bytes[2] = {N * N * 4, N * N * 4};
+	neuron_program_node nodes[2]{};
+	nodes[0].cmd = make_fill_f32(arg(0), 1.5);
+	nodes[0].label = "fill";
+	nodes[1].cmd = make_matmul(arg(1), arg(0), arg(0));
+	nodes[1].label = "square";
+	const uint32_t dep = 0;
+	nodes[1].deps = &dep;
+	nodes[1].dep_count = 1;
 	neuron_program_desc d{};
-	d.arg_count = 1;
+	d.arg_count = 2;
 	d.arg_bytes = arg_bytes;
-	d.node_count = 1;
-	d.nodes = &node;
+	d.node_count = 2;
+	d.nodes = nodes;
 	uint64_t id = 0;
-	cr_assert_neq(neuron_program_register(c, &d, &id), NEURON_OK, "the kmd backend registered a program");
-	const std::string why = neuron_last_error();
-	cr_expect(why.find("kmd backend does not replay programs") != std::string::npos, "refusal: %s", why.c_str());
-	neuron_disconnect(c);
+	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &d, &id));
+	const uint64_t a = dev_alloc(t.client, N * N * 4), out = dev_alloc(t.client, N * N * 4);
+	auto all_jobs = [] {
+		uint64_t n = 0;
+		for (uint64_t j : sysfs_values("core_jobs_completed"))
+			n += j;
+		return n;
+	};
+	const uint64_t jobs_before = all_jobs();
+	const uint64_t bindings[2] = {a, out};
+	uint64_t seq = 0;
+	NEURON_OK_OR_FAIL(neuron_submit_program(t.core, id, bindings, 2, nullptr, &seq));
+	sync(t.core);
+	const uint64_t jobs = all_jobs() - jobs_before;
+	cr_assert(jobs >= 2, "the replay of 2 nodes ran as %llu compute job(s) in the driver", (unsigned long long)jobs);
+	expect_close(download_f32(t.dma, out, N * N), std::vector<double>(N * N, 36.0), 0, 0, "replayed fill + square");
+	NEURON_OK_OR_FAIL(neuron_program_release(t.client, id));
+	t.close();
 }

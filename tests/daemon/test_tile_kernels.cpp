@@ -3,6 +3,7 @@
 // profile, replayed with one EXEC_PROGRAM whose kernel runs on the simulated
 // core's SBUF/PSUM engines one loop iteration per tile; bad kernels are refused
 // at registration naming the instruction, and a TILE_KERNEL on a ring faults.
+#include "daemon_backend.h"
 #include "daemon_test.h"
 
 #include "../tile/canonical_kernels.h"
@@ -57,6 +58,16 @@ struct KernelProgram {
 	}
 };
 
+// Tile kernels run on the emu backend only (runtime/kmd/kmd_backend.h says why);
+// on kmd their registration is refused (kmd_refuses_tile_kernels_with_the_reason).
+#define SKIP_ON_KMD(t)                                                                         \
+	do {                                                                                   \
+		if (neuron::test::daemon_runs_kmd((t).client)) {                               \
+			(t).close();                                                           \
+			cr_skip("not on --backend kmd: it does not run tile kernels yet");         \
+		}                                                                              \
+	} while (0)
+
 void expect_refused(neuron_client *c, const KernelProgram &p, const char *needle)
 {
 	uint64_t id = 0;
@@ -71,6 +82,7 @@ DAEMON_TEST(tile_kernels, rmsnorm_replays_match_the_cpu)
 {
 	Tenant t;
 	t.open("tile-rmsnorm");
+	SKIP_ON_KMD(t);
 	const int64_t R = 300, H = 64;
 	const double eps = 1e-6;
 	KernelProgram p({R * H * 4, R * H * 4, H * 4}, tk::rmsnorm(NEURON_DTYPE_F32, R, H, eps));
@@ -105,6 +117,7 @@ DAEMON_TEST(tile_kernels, matmul_kernel_matches_the_cpu)
 {
 	Tenant t;
 	t.open("tile-matmul");
+	SKIP_ON_KMD(t);
 	const int64_t M = 130, K = 200, N = 600;
 	KernelProgram p({M * N * 4, M * K * 4, K * N * 4}, tk::matmul(NEURON_DTYPE_F32, M, K, N));
 	uint64_t id = 0;
@@ -162,5 +175,22 @@ DAEMON_TEST(tile_kernels, tile_kernel_on_a_ring_faults)
 	const neuron_fault f = fault_of(t.core);
 	cr_expect_eq(f.code, NEURON_FAULT_BAD_OPCODE);
 	cr_expect(std::string(f.reason).find("only as a node of a program") != std::string::npos, "reason: %s", f.reason);
+	t.close();
+}
+
+// On --backend kmd a program holding a tile kernel is refused at registration
+// with the reason (after the kernel itself was validated: a bad one is still
+// refused for what is wrong with it).
+DAEMON_TEST(tile_kernels, kmd_refuses_tile_kernels_with_the_reason)
+{
+	Tenant t;
+	t.open("tile-kmd");
+	if (!neuron::test::daemon_runs_kmd(t.client)) {
+		t.close();
+		cr_skip("neurond runs the emu backend, which runs tile kernels");
+	}
+	const int64_t R = 300, H = 64;
+	expect_refused(t.client, KernelProgram({R * H * 4, R * H * 4, H * 4}, tk::rmsnorm(NEURON_DTYPE_F32, R, H, 1e-6)),
+		       "the kmd backend does not run tile kernels yet");
 	t.close();
 }

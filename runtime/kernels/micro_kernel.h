@@ -26,6 +26,10 @@ struct NextPanel {
 	const float *begin = nullptr, *end = nullptr;
 };
 
+// Floats in the largest kernel's register block (mr x nr): the packed multiply's
+// scratch for blocks at the edge of c holds one.
+inline constexpr int kMaxMicroBlock = 8 * 32;
+
 struct MicroKernel {
 	std::string_view name; // "AVX-512", "AVX2": what blas_description() prints
 	int mr, nr;

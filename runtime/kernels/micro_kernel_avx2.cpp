@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kMR = 6;
 constexpr int kNR = 16;
+static_assert(kMR * kNR <= kMaxMicroBlock);
 
 // One K step: rows 0..R of a's group times b's 16 columns, into the accumulators.
 template <int R>

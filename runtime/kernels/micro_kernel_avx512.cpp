@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kMR = 8;
 constexpr int kNR = 32;
+static_assert(kMR * kNR <= kMaxMicroBlock);
 
 // c[0..R) x [0..kNR) = alpha * (a-panel @ b-panel) + beta * c, kc steps of K.
 // a: kc groups of kMR floats (rows past R unused); b: kc groups of kNR floats.

@@ -83,7 +83,7 @@ const float *packed(const Mat &x, int width, GemmPacks *packs, AlignedFloats &ow
 void edge_block(const MicroKernel &mk, int rows, int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
 		int64_t cols, float alpha, float beta)
 {
-	alignas(64) float t[8 * 32];
+	alignas(64) float t[kMaxMicroBlock];
 	mk.run(rows, kc, a, b, t, mk.nr, 1.0f, 0.0f, {});
 	for (int64_t i = 0; i < rows; ++i)
 		for (int64_t j = 0; j < cols; ++j) {

@@ -1,5 +1,6 @@
 #include "blas_select.h"
 
+#include "micro_kernel.h"
 #include "packed_gemm.h"
 
 #include <cblas.h>
@@ -181,8 +182,9 @@ std::string blas_description()
 		if (!s.cpu.avx)
 			cpu += " no AVX";
 	}
-	const char *chip = detail::packed_gemm_available() ? "packed AVX-512 GEMM, BLAS for thin products"
-							   : "BLAS (the packed GEMM needs AVX-512)";
+	const detail::MicroKernel *mk = detail::active_micro_kernel();
+	const std::string chip = mk ? "packed " + std::string(mk->name) + " GEMM, BLAS for thin products"
+				    : "BLAS (the packed GEMM needs AVX-512 or AVX2 + FMA)";
 	return s.library + ", kernels " + s.kernel + ": " + s.reason + "; CPU " + cpu + "; chip matmul: " + chip;
 }
 

@@ -77,7 +77,7 @@ const BlasSelection &select_blas();
 // select_blas() as one line, with the chip's own matmul kernel:
 // "OpenBLAS 0.3.21 (pthreads), kernels SkylakeX: chosen from the CPU's features
 //  (OpenBLAS picked Prescott at load); CPU GenuineIntel family 6 model 0xcf:
-//  AVX-512 AVX2 FMA AVX; chip matmul: packed AVX-512 GEMM".
+//  AVX-512 AVX2 FMA AVX; chip matmul: packed AVX-512 GEMM, BLAS for thin products".
 std::string blas_description();
 
 } // namespace neuron::kernels

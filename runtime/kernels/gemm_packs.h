@@ -108,6 +108,10 @@ private:
 	size_t arena_used_ = 0;   // handed out, in floats
 };
 
+// Floats one packed block of `lanes` rows of a (or columns of b) x K takes at most,
+// in either panel width, with its slot rounded to a cache line.
+size_t pack_block_floats(int64_t lanes, int64_t K);
+
 // Floats the packed blocks of one M x N x K matmul tile (its a and b blocks) take
 // at most, 0 when such a tile is not multiplied from packed panels (packed_gemm.h).
 size_t tile_pack_floats(int64_t M, int64_t N, int64_t K);

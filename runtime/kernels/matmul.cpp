@@ -4,10 +4,10 @@
 // PyTorch's CPU path accumulates in f32). Shapes that suit panels go to the packed
 // multiply (packed_gemm.h), which reads any dtype and strides while packing and
 // keeps packed blocks for the command's later tiles (gemm_packs.h); thin or tiny
-// products, and hosts without AVX-512, go to OpenBLAS sgemm (with the kernel set
-// blas_select.h chooses for the CPU), directly on the operands when each is row-
-// or column-contiguous (the transpose flags absorb the column-major case), else on
-// float copies. A column-major output is computed as
+// products, and hosts with neither AVX-512 nor AVX2 + FMA, go to OpenBLAS sgemm
+// (with the kernel set blas_select.h chooses for the CPU), directly on the
+// operands when each is row- or column-contiguous (the transpose flags absorb the
+// column-major case), else on float copies. A column-major output is computed as
 // out^T = b^T @ a^T; any other non-row-major output through a float buffer.
 //
 // Threads: OpenBLAS (pthread build) has one process-wide thread count, which

@@ -1,5 +1,6 @@
 // The simulated Tensor engine's f32 multiply: c = alpha * a @ b + beta * c on
-// operands packed into panels, with an AVX-512 register-blocked inner kernel.
+// operands packed into panels, with a register-blocked inner kernel for the host's
+// instruction set (micro_kernel.h: AVX-512, else AVX2 + FMA).
 //
 // Why not a BLAS call per tile: the chip cuts a matmul into tiles of ~2^25
 // multiply-adds so that a core can change tenants between them (tiling.h), and a
@@ -12,7 +13,7 @@
 //
 // Used for f32 arithmetic on any input dtype (packing converts bf16/f16/integer
 // inputs to f32, as the BLAS path's conversion buffers did) when the host has
-// AVX-512F and the shape suits panels; OpenBLAS does everything else.
+// AVX-512F or AVX2 + FMA and the shape suits panels; OpenBLAS does everything else.
 #pragma once
 
 #include "gemm_packs.h"
@@ -22,7 +23,7 @@
 
 namespace neuron::kernels::detail {
 
-// Whether this host can run the packed multiply (AVX-512F).
+// Whether this host can run the packed multiply (AVX-512F, or AVX2 and FMA).
 bool packed_gemm_available();
 
 // Whether packed_gemm serves an M x N x K product on this host.

@@ -439,9 +439,9 @@ uint64_t pack_floats(const neuron_cmd &cmd, const TilePlan &plan)
 	const uint64_t K = extent(cmd.operands[1], nd - 1);
 	const uint64_t batch = nd == 3 ? extent(cmd.operands[0], 0) : 1;
 	const uint64_t mb = (M + Mt - 1) / Mt, nb = (N + Nt - 1) / Nt, kb = (K + Kt - 1) / Kt;
-	// Panels are at most 32 lanes wide (either operand may take the wider ones);
-	// each block's slot is rounded up to a cache line.
-	const auto block = [&](uint64_t lanes) { return ((lanes + 31) / 32 * 32 * Kt + 15) / 16 * 16; };
+	const auto block = [&](uint64_t lanes) {
+		return kernels::pack_block_floats(static_cast<int64_t>(lanes), static_cast<int64_t>(Kt));
+	};
 	return batch * kb * (mb * block(Mt) + nb * block(Nt));
 }
 

@@ -367,8 +367,9 @@ int64_t row_major_f32_ld(const View &v, int64_t rows, int64_t cols)
 // MATMUL: out[M, N] (+)= st[K, M]^T mv[K, N], f32 accumulation (the PE array
 // multiplies the operands exactly and adds in f32). A kernel's 128 x 128 x 512
 // step goes through the MATMUL opcode's own multiply: the packed panels on
-// AVX-512 hosts, else OpenBLAS sgemm (with the kernel set blas_select.h chose),
-// reading f32 SBUF operands in place; a plain loop here ran ~15x slower.
+// AVX-512 or AVX2 + FMA hosts, else OpenBLAS sgemm (with the kernel set
+// blas_select.h chose), reading f32 SBUF operands in place; a plain loop here ran
+// ~15x slower.
 void matmul(const neuron_tile_insn &in, const Env &env)
 {
 	using kernels::detail::Mat;

@@ -2,7 +2,7 @@
 // thread, tile by tile as a NeuronCore runs a matmul, against single-threaded
 // OpenBLAS (on the kernels blas_select.h chooses) on the whole product.
 //
-//   bench-gemm [--sizes N,N,...] [--tile MxNxK] [--reps R]
+//   bench-gemm [--sizes N,N,...] [--tile MxNxK] [--reps R] [--kernel AVX-512|AVX2]
 //
 // Both are timed in the calling thread's own CPU time, alternately, so the ratio
 // holds on a machine shared with other work (where bench-runtime's wall-clock
@@ -15,6 +15,7 @@
 
 #include <blas_select.h>
 #include <gemm_packs.h>
+#include <micro_kernel.h>
 #include <packed_gemm.h>
 
 #include <neuron/cmd.h>
@@ -126,13 +127,19 @@ int main(int argc, char **argv)
 			++i;
 		} else if (arg == "--reps" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
 			reps = std::atoi(argv[++i]);
+		} else if (arg == "--kernel" && i + 1 < argc) {
+			if (!neuron::kernels::detail::use_micro_kernel(argv[++i])) {
+				std::fprintf(stderr, "bench-gemm: this host cannot run the %s kernel\n", argv[i]);
+				return 2;
+			}
 		} else {
-			std::fprintf(stderr, "usage: bench-gemm [--sizes N,N,...] [--tile MxNxK] [--reps R]\n");
+			std::fprintf(stderr,
+				     "usage: bench-gemm [--sizes N,N,...] [--tile MxNxK] [--reps R] [--kernel AVX-512|AVX2]\n");
 			return 2;
 		}
 	}
 	if (sizes.empty() || !neuron::kernels::detail::packed_gemm_available()) {
-		std::fprintf(stderr, "bench-gemm: %s\n", sizes.empty() ? "--sizes takes sizes 1-16384 separated by commas" : "this host has no AVX-512");
+		std::fprintf(stderr, "bench-gemm: %s\n", sizes.empty() ? "--sizes takes sizes 1-16384 separated by commas" : "this host has neither AVX-512 nor AVX2 + FMA");
 		return 2;
 	}
 	std::printf("bench-gemm: packed multiply in %dx%dx%d tiles vs %s, one thread, GFLOP/s of thread CPU time\n"

@@ -52,6 +52,58 @@ NK_HOT void activation(uint32_t fn, float *o, const float *a, const float *b, fl
 		kernels::pw_eval(static_cast<uint8_t>(fn), o, o, o, n);
 }
 
+NK_HOT void activation_sum(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n,
+			   double *lanes)
+{
+	constexpr int W = 8;
+	double s[W];
+	for (int j = 0; j < W; ++j)
+		s[j] = lanes[j];
+	int64_t i = 0;
+	if (fn == NEURON_PW_EXP) { // the softmax step: exp and the row sum in one pass
+		if (b) {
+			for (; i + W <= n; i += W)
+				for (int j = 0; j < W; ++j) {
+					const float v = kernels::exp_f32(a[i + j] * scale + b[i + j] + bias);
+					o[i + j] = v;
+					s[j] += static_cast<double>(v);
+				}
+			for (; i < n; ++i) {
+				o[i] = kernels::exp_f32(a[i] * scale + b[i] + bias);
+				s[0] += static_cast<double>(o[i]);
+			}
+		} else {
+			for (; i + W <= n; i += W)
+				for (int j = 0; j < W; ++j) {
+					const float v = kernels::exp_f32(a[i + j] * scale + 0.0f + bias);
+					o[i + j] = v;
+					s[j] += static_cast<double>(v);
+				}
+			for (; i < n; ++i) {
+				o[i] = kernels::exp_f32(a[i] * scale + 0.0f + bias);
+				s[0] += static_cast<double>(o[i]);
+			}
+		}
+	} else { // the activation, then its results summed while they are in L1
+		activation(fn, o, a, b, scale, bias, n);
+		for (; i + W <= n; i += W)
+			for (int j = 0; j < W; ++j)
+				s[j] += static_cast<double>(o[i + j]);
+		for (; i < n; ++i)
+			s[0] += static_cast<double>(o[i]);
+	}
+	for (int j = 0; j < W; ++j)
+		lanes[j] = s[j];
+}
+
+double lanes_total(const double *lanes)
+{
+	double r = 0.0;
+	for (int j = 0; j < 8; ++j)
+		r += lanes[j];
+	return r;
+}
+
 NK_HOT void compare(uint32_t fn, float *o, const float *a, const float *b, float s, int64_t n)
 {
 	switch (fn) {

@@ -13,6 +13,14 @@ namespace neuron::tile::rows {
 // o = fn(a * scale + (b ? b : 0) + bias), fn an enum neuron_pw_fn or 0 (none).
 void activation(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n);
 
+// activation() whose results are also added to an 8-lane double sum: lanes[j] +=
+// o[i] for i % 8 == j, a tail of n % 8 into lanes[0] (sum_row's order, so calls on
+// consecutive pieces of a row whose lengths are multiples of 8 but the last give
+// sum_row's bits over the whole row: lanes_total). ACTIVATION_REDUCE.
+void activation_sum(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n,
+		    double *lanes);
+double lanes_total(const double *lanes);
+
 // o = (a <fn> b) ? 1 : 0, fn an enum neuron_cmp_fn; b == nullptr compares with `scalar`.
 void compare(uint32_t fn, float *o, const float *a, const float *b, float scalar, int64_t n);
 

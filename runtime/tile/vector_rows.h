@@ -6,6 +6,7 @@
 // formula gives, bit for bit (reductions: see sum_row).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace neuron::tile::rows {
@@ -20,6 +21,11 @@ void activation(uint32_t fn, float *o, const float *a, const float *b, float sca
 void activation_sum(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n,
 		    double *lanes);
 double lanes_total(const double *lanes);
+
+// out[f, p] = in[p, f] for p < P, f < F, 4-byte elements, rows `in_row` / `out_row`
+// bytes apart (elements contiguous within a row; any alignment): 8 x 8 blocks
+// through vector shuffles, the edges one element at a time. Exact (a move).
+void transpose32(std::byte *out, int64_t out_row, const std::byte *in, int64_t in_row, int64_t P, int64_t F);
 
 // o = (a <fn> b) ? 1 : 0, fn an enum neuron_cmp_fn; b == nullptr compares with `scalar`.
 void compare(uint32_t fn, float *o, const float *a, const float *b, float scalar, int64_t n);

@@ -64,8 +64,8 @@ class Tile:
                 size = (Affine.of(self.shape[d] if k.stop is None else k.stop) - start).constant()
                 lo, hi = start.range(_tracer().trips)
                 if size is None or size < 1 or lo < 0 or hi + size > self.shape[d]:
-                    raise KernelError(f"slice {start!r}:{start!r} + {size} of a tile dim of {self.shape[d]}: a "
-                                      f"static size >= 1 inside the dim in every iteration (starts {lo}..{hi})")
+                    raise KernelError(f"slice [{start!r}, {start!r} + {size}) of a tile dim of {self.shape[d]}: "
+                                      f"a static size >= 1, inside the dim in every iteration (starts {lo}..{hi})")
                 offset = offset + start * (self.strides[d] * es)
                 shape[d] = size
                 continue

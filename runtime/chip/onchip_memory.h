@@ -8,7 +8,7 @@
 // earlier kernel's or tenant's data (NKI's simulator does the same).
 //
 // Ownership: one per kernel execution (tile/execution.h), touched by the one
-// thread running it; no locks. The simulated core keeps it across preemptions,
+// thread running it; no locks (but the pool of backing stores has one). The simulated core keeps it across preemptions,
 // as real hardware would save and restore the core's state.
 #pragma once
 
@@ -24,6 +24,11 @@ class OnChipMemory {
 public:
 	// Backs sbuf_bytes / psum_bytes per partition (each at most the profile's).
 	OnChipMemory(const OnChip &sizes, uint64_t sbuf_bytes, uint64_t psum_bytes);
+	// A copy (a lane's memory at a fork). Both take their bytes from a pool of the
+	// stores of ended memories (onchip_memory.cpp), where the destructor leaves them.
+	OnChipMemory(const OnChipMemory &o);
+	OnChipMemory &operator=(const OnChipMemory &) = delete;
+	~OnChipMemory();
 
 	const OnChip &sizes() const { return sizes_; }
 	// Byte `offset` of `partition` (no bounds check: tile programs are validated).

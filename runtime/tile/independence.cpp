@@ -116,7 +116,7 @@ private:
 		}
 	}
 	bool chip_box(const neuron_tile_ap &a, Box *b) const;
-	bool fixed_write(const neuron_tile_insn &in, Box *b) const;
+	bool fixed_write(const neuron_tile_insn &in, int j, Box *b) const;
 	void hbm_reach(const neuron_tile_insn &in, const neuron_tile_ap &a, bool write);
 	bool collect(const neuron_tile_insn &in);
 	bool chip_ok() const;
@@ -141,16 +141,17 @@ bool Loop::chip_box(const neuron_tile_ap &a, Box *b) const
 
 // The bytes the instruction's output surely writes in every iteration, when they
 // are the same dense box in each (offset and masks constant).
-bool Loop::fixed_write(const neuron_tile_insn &in, Box *b) const
+bool Loop::fixed_write(const neuron_tile_insn &in, int j, Box *b) const
 {
-	const neuron_tile_ap &o = in.operands[0];
+	const neuron_tile_ap &o = in.operands[j];
 	if (!on_chip(o))
 		return false;
 	for (int64_t s : o.offset.step)
 		if (s)
 			return false;
-	const bool reduce = in.op == NEURON_TILE_OP_REDUCE;
-	const neuron_tile_ap &it = in.operands[reduce ? 1 : 0];
+	// one element per active partition: a reduce's out, an activation_reduce's sum
+	const bool reduce = in.op == NEURON_TILE_OP_REDUCE || j == 1;
+	const neuron_tile_ap &it = in.operands[in.op == NEURON_TILE_OP_REDUCE ? 1 : 0];
 	int64_t cut[NEURON_TILE_MAX_DIMS];
 	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
 		cut[d] = d < it.ndim ? it.sizes[d] : 1;
@@ -244,7 +245,8 @@ bool Loop::collect(const neuron_tile_insn &in)
 {
 	const bool accumulate = (in.op == NEURON_TILE_OP_MATMUL || in.op == NEURON_TILE_OP_REDUCE) &&
 				(in.flags & NEURON_TILE_ACCUMULATE);
-	for (int j = accumulate ? 0 : 1; j < in.num_operands; ++j) {
+	const int outputs = in.op == NEURON_TILE_OP_ACTIVATION_REDUCE ? 2 : 1; // (out, sum, ...)
+	for (int j = accumulate ? 0 : outputs; j < in.num_operands; ++j) {
 		const neuron_tile_ap &a = in.operands[j];
 		Box b;
 		if (a.space == NEURON_TILE_HBM)
@@ -254,17 +256,19 @@ bool Loop::collect(const neuron_tile_insn &in)
 		else
 			chip_.push_back({Access::Read, b});
 	}
-	const neuron_tile_ap &o = in.operands[0];
-	Box b;
-	if (o.space == NEURON_TILE_HBM) {
-		hbm_reach(in, o, true);
-		return true;
+	for (int j = 0; j < outputs; ++j) {
+		const neuron_tile_ap &o = in.operands[j];
+		Box b;
+		if (o.space == NEURON_TILE_HBM) {
+			hbm_reach(in, o, true);
+			continue;
+		}
+		if (!chip_box(o, &b))
+			return false;
+		chip_.push_back({Access::Write, b});
+		if (fixed_write(in, j, &b))
+			chip_.push_back({Access::Defines, b});
 	}
-	if (!chip_box(o, &b))
-		return false;
-	chip_.push_back({Access::Write, b});
-	if (fixed_write(in, &b))
-		chip_.push_back({Access::Defines, b});
 	return true;
 }
 

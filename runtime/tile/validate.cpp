@@ -44,6 +44,7 @@ constexpr OpInfo kOps[NEURON_TILE_OP_COUNT_] = {
 	{"reduce", 2, 2, true, 1, NEURON_TILE_ACCUMULATE},
 	{"iota", 1, 1, true, 0, 0},
 	{"memset", 1, 1, true, 0, 0},
+	{"activation_reduce", 3, 4, true, 0, 0},
 };
 
 template <class T> bool all_zero(const T &v)
@@ -407,6 +408,24 @@ std::string Validator::shapes(size_t k, const Place *pl) const
 				       " (same partitions; free dims equal or 1)";
 		return {};
 	}
+	case NEURON_TILE_OP_ACTIVATION_REDUCE: {
+		// (out, sum, in [, bias]): the activation's rules on out, in, bias; sum [P, 1...]
+		if (in.fn != 0 && !is_unary(in.fn))
+			return who + "function " + std::to_string(in.fn) + " is not a unary neuron_pw_fn (or 0, identity)";
+		if (!std::isfinite(in.f[0]))
+			return who + "scale f[0] must be finite";
+		for (int j = 2; j < n; ++j)
+			if (!broadcasts_to(o[j], o[0]))
+				return who + "operand " + std::to_string(j) + " " + shape(o[j]) + " does not fit out " + shape(o[0]) +
+				       " (same partitions; free dims equal or 1)";
+		bool column = o[1].ndim == o[0].ndim && o[1].sizes[0] == o[0].sizes[0];
+		for (int d = 1; d < o[1].ndim; ++d)
+			column = column && o[1].sizes[d] == 1;
+		if (!column)
+			return who + "sum " + shape(o[1]) + " must have out " + shape(o[0]) +
+			       "'s partitions and be 1 along every free dim (err_num_partition_mismatch)";
+		return {};
+	}
 	case NEURON_TILE_OP_REDUCE:
 		if (in.fn != NEURON_PW_ADD && in.fn != NEURON_PW_MAXIMUM && in.fn != NEURON_PW_MINIMUM)
 			return who + "reduce takes fn add (1), maximum (5) or minimum (6), not " + std::to_string(in.fn);
@@ -441,6 +460,14 @@ std::string Validator::overlap(size_t k, const Place *pl) const
 		return where(k) + ": out overlaps operand " + std::to_string(j) +
 		       " without being the same tile (in place is allowed only as the identical access)";
 	}
+	if (in.op == NEURON_TILE_OP_ACTIVATION_REDUCE) // its second output, the sum: no sharing at all
+		for (int j = 0; j < in.num_operands; ++j) {
+			const neuron_tile_ap &a = in.operands[j], &s = in.operands[1];
+			if (j == 1 || a.space != s.space || pl[j].p1 <= pl[1].p0 || pl[1].p1 <= pl[j].p0 ||
+			    pl[j].bytes.hi <= pl[1].bytes.lo || pl[1].bytes.hi <= pl[j].bytes.lo)
+				continue;
+			return where(k) + ": sum (operand 1) overlaps operand " + std::to_string(j);
+		}
 	return {};
 }
 

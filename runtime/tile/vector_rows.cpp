@@ -52,6 +52,102 @@ NK_HOT void activation(uint32_t fn, float *o, const float *a, const float *b, fl
 		kernels::pw_eval(static_cast<uint8_t>(fn), o, o, o, n);
 }
 
+NK_HOT void activation_sum(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n,
+			   double *lanes)
+{
+	constexpr int W = 8;
+	double s[W];
+	for (int j = 0; j < W; ++j)
+		s[j] = lanes[j];
+	int64_t i = 0;
+	if (fn == NEURON_PW_EXP) { // the softmax step: exp and the row sum in one pass
+		if (b) {
+			for (; i + W <= n; i += W)
+				for (int j = 0; j < W; ++j) {
+					const float v = kernels::exp_f32(a[i + j] * scale + b[i + j] + bias);
+					o[i + j] = v;
+					s[j] += static_cast<double>(v);
+				}
+			for (; i < n; ++i) {
+				o[i] = kernels::exp_f32(a[i] * scale + b[i] + bias);
+				s[0] += static_cast<double>(o[i]);
+			}
+		} else {
+			for (; i + W <= n; i += W)
+				for (int j = 0; j < W; ++j) {
+					const float v = kernels::exp_f32(a[i + j] * scale + 0.0f + bias);
+					o[i + j] = v;
+					s[j] += static_cast<double>(v);
+				}
+			for (; i < n; ++i) {
+				o[i] = kernels::exp_f32(a[i] * scale + 0.0f + bias);
+				s[0] += static_cast<double>(o[i]);
+			}
+		}
+	} else { // the activation, then its results summed while they are in L1
+		activation(fn, o, a, b, scale, bias, n);
+		for (; i + W <= n; i += W)
+			for (int j = 0; j < W; ++j)
+				s[j] += static_cast<double>(o[i + j]);
+		for (; i < n; ++i)
+			s[0] += static_cast<double>(o[i]);
+	}
+	for (int j = 0; j < W; ++j)
+		lanes[j] = s[j];
+}
+
+double lanes_total(const double *lanes)
+{
+	double r = 0.0;
+	for (int j = 0; j < 8; ++j)
+		r += lanes[j];
+	return r;
+}
+
+namespace {
+
+typedef float v8sf __attribute__((vector_size(32)));
+typedef int v8si __attribute__((vector_size(32)));
+
+// One 8 x 8 block: three rounds of two-input shuffles (pairs of rows 1, 2, then 4
+// apart), after which vector c holds column c. Inlined into each clone of
+// transpose32, so that the AVX2 one shuffles whole ymm registers.
+__attribute__((always_inline)) inline void transpose8(std::byte *out, int64_t out_row, const std::byte *in, int64_t in_row)
+{
+	v8sf r[8], u[8], v[8];
+	for (int i = 0; i < 8; ++i)
+		__builtin_memcpy(&r[i], in + i * in_row, 32);
+	const v8si even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
+	for (int k = 0; k < 8; k += 2) {
+		u[k] = __builtin_shuffle(r[k], r[k + 1], even);
+		u[k + 1] = __builtin_shuffle(r[k], r[k + 1], odd);
+	}
+	const v8si lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+	for (int x : {0, 1, 4, 5}) {
+		v[x] = __builtin_shuffle(u[x], u[x + 2], lo2);
+		v[x + 2] = __builtin_shuffle(u[x], u[x + 2], hi2);
+	}
+	const v8si lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+	for (int x = 0; x < 4; ++x) {
+		const v8sf a = __builtin_shuffle(v[x], v[x + 4], lo4), b = __builtin_shuffle(v[x], v[x + 4], hi4);
+		__builtin_memcpy(out + x * out_row, &a, 32);
+		__builtin_memcpy(out + (x + 4) * out_row, &b, 32);
+	}
+}
+
+} // namespace
+
+NK_HOT void transpose32(std::byte *out, int64_t out_row, const std::byte *in, int64_t in_row, int64_t P, int64_t F)
+{
+	const int64_t P8 = P / 8 * 8, F8 = F / 8 * 8;
+	for (int64_t p = 0; p < P8; p += 8)
+		for (int64_t f = 0; f < F8; f += 8)
+			transpose8(out + f * out_row + p * 4, out_row, in + p * in_row + f * 4, in_row);
+	for (int64_t p = 0; p < P; ++p) // the edges: columns past F8 of every row, rows past P8
+		for (int64_t f = p < P8 ? F8 : 0; f < F; ++f)
+			__builtin_memcpy(out + f * out_row + p * 4, in + p * in_row + f * 4, 4);
+}
+
 NK_HOT void compare(uint32_t fn, float *o, const float *a, const float *b, float s, int64_t n)
 {
 	switch (fn) {

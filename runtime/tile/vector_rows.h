@@ -6,12 +6,26 @@
 // formula gives, bit for bit (reductions: see sum_row).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace neuron::tile::rows {
 
 // o = fn(a * scale + (b ? b : 0) + bias), fn an enum neuron_pw_fn or 0 (none).
 void activation(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n);
+
+// activation() whose results are also added to an 8-lane double sum: lanes[j] +=
+// o[i] for i % 8 == j, a tail of n % 8 into lanes[0] (sum_row's order, so calls on
+// consecutive pieces of a row whose lengths are multiples of 8 but the last give
+// sum_row's bits over the whole row: lanes_total). ACTIVATION_REDUCE.
+void activation_sum(uint32_t fn, float *o, const float *a, const float *b, float scale, float bias, int64_t n,
+		    double *lanes);
+double lanes_total(const double *lanes);
+
+// out[f, p] = in[p, f] for p < P, f < F, 4-byte elements, rows `in_row` / `out_row`
+// bytes apart (elements contiguous within a row; any alignment): 8 x 8 blocks
+// through vector shuffles, the edges one element at a time. Exact (a move).
+void transpose32(std::byte *out, int64_t out_row, const std::byte *in, int64_t in_row, int64_t P, int64_t F);
 
 // o = (a <fn> b) ? 1 : 0, fn an enum neuron_cmp_fn; b == nullptr compares with `scalar`.
 void compare(uint32_t fn, float *o, const float *a, const float *b, float scalar, int64_t n);

@@ -514,24 +514,27 @@ Test(tile_engines, reductions_agree_in_place_strided_and_bf16)
 			}
 }
 
-// TRANSPOSE from an f32 tile (read in place) and from a bf16 one (converted), exact.
+// TRANSPOSE from an f32 tile (read in place) and from a bf16 one (converted), exact;
+// shapes of whole 8 x 8 blocks, blocks with edges, and edges only (rows::transpose32).
 Test(tile_engines, transpose_in_place_and_bf16)
 {
-	for (const Layout &l : kLayouts) {
-		const int64_t P = 40, F = 37;
-		std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F)};
-		ref::Rng rng(23);
-		args[1].fill_random(rng);
-		std::vector<neuron_tile_insn> p{
-			load(1, P, F), insn(NEURON_TILE_OP_TENSOR_COPY, {tile(l, P, F, kX), sbuf(f32, P, F)}),
-			insn(NEURON_TILE_OP_TRANSPOSE, {psum(F, P), tile(l, P, F, kX)}),
-			insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, F, P, {kOut}), psum(F, P)}), store(0, F, P, kOut)};
-		th::run(p, args);
-		for (int64_t i = 0; i < P; ++i)
-			for (int64_t j = 0; j < F; ++j)
-				cr_assert_eq(args[0].get(j * P + i), stored(l, args[1].get(i * F + j)), "%s [%lld, %lld]", l.name,
-					     (long long)i, (long long)j);
-	}
+	const int64_t shapes[][2] = {{40, 37}, {128, 128}, {5, 3}, {9, 64}};
+	for (const Layout &l : kLayouts)
+		for (const auto &shape : shapes) {
+			const int64_t P = shape[0], F = shape[1];
+			std::vector<Arg> args{Arg(f32, P * F), Arg(f32, P * F)};
+			ref::Rng rng(23);
+			args[1].fill_random(rng);
+			std::vector<neuron_tile_insn> p{
+				load(1, P, F), insn(NEURON_TILE_OP_TENSOR_COPY, {tile(l, P, F, kX), sbuf(f32, P, F)}),
+				insn(NEURON_TILE_OP_TRANSPOSE, {psum(F, P), tile(l, P, F, kX)}),
+				insn(NEURON_TILE_OP_TENSOR_COPY, {sbuf(f32, F, P, {kOut}), psum(F, P)}), store(0, F, P, kOut)};
+			th::run(p, args);
+			for (int64_t i = 0; i < P; ++i)
+				for (int64_t j = 0; j < F; ++j)
+					cr_assert_eq(args[0].get(j * P + i), stored(l, args[1].get(i * F + j)), "%s %lldx%lld [%lld, %lld]",
+						     l.name, (long long)P, (long long)F, (long long)i, (long long)j);
+		}
 }
 
 // [P, 1] ops (an online softmax's statistics) walk their partitions as one row:

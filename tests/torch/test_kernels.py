@@ -176,3 +176,52 @@ def test_affine_range_disjoint_writes_pass_the_check():
     torch.testing.assert_close(out, x)
     # the library's kernels (tiles of rows and columns, stacked outputs, PSUM accumulation)
     # and this file's pass it: they trace in the other tests
+
+
+@nk.kernel
+def softmax_rows(out, s):
+    """Row softmax with the exp and its row sum in one instruction (activation_reduce)."""
+    L, S = s.shape
+    for i in nk.affine_range(nk.cdiv(L, 128)):
+        t = nk.load(s[i * 128:i * 128 + 128, :])
+        neg_m = nk.tensor_scalar("mul", nk.max(t, axis=1), -1.0)
+        e, rowsum = nk.activation_reduce("exp", t, bias=neg_m)
+        nk.store(out[i * 128:i * 128 + 128, :], e * nk.reciprocal(rowsum))
+
+
+@pytest.mark.parametrize("simulate", _modes())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_activation_reduce_softmax(simulate, dtype):
+    torch.manual_seed(3)
+    s = (torch.randn(200, 600) * 3).to(dtype)  # rows past 128, a row of two engine blocks
+    (got,) = _run(softmax_rows, [torch.empty_like(s)], [s], simulate)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=1e-3)
+    torch.testing.assert_close(got, torch.softmax(s.float(), dim=-1).to(dtype), **tol)
+
+
+@nk.kernel
+def column_blocks_of_a_resident_tile(out, x):
+    """x [128, 4 * 96] loaded once, read back one column block per loop iteration
+    through a tile slice whose start moves with the loop."""
+    whole = nk.load(x[:, :])
+    for j in nk.affine_range(4):
+        nk.store(out[:, j * 96:j * 96 + 96], whole[:, j * 96:j * 96 + 96] * 2.0)
+
+
+@pytest.mark.parametrize("simulate", _modes())
+def test_tile_slices_moving_with_a_loop(simulate):
+    x = torch.randn(128, 384)
+    (got,) = _run(column_blocks_of_a_resident_tile, [torch.empty_like(x)], [x], simulate)
+    torch.testing.assert_close(got, x * 2.0, rtol=0, atol=0)
+
+
+def test_tile_slices_stay_inside_the_tile():
+    @nk.kernel
+    def past_the_end(out, x):
+        whole = nk.load(x[:, :])
+        for j in nk.affine_range(4):
+            nk.store(out[:, j * 96:j * 96 + 96], whole[:, j * 100:j * 100 + 96])
+
+    x = torch.randn(128, 384)
+    with pytest.raises(nk.KernelError, match="inside the dim in every iteration"):
+        past_the_end(torch.empty_like(x), x, simulate=True)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tile programs: kernels over a NeuronCore's on-chip memory, as data (version 1.0).
+ * Tile programs: kernels over a NeuronCore's on-chip memory, as data (version 1.1; 1.1
+ * added ACTIVATION_REDUCE, the wire form is unchanged).
  *
  * A tile program is what a kernel written in a tile language (torch_neuron.kernels,
  * NKI-style) becomes once traced: a list of fixed-size instructions over tiles of
@@ -114,7 +115,14 @@ enum neuron_tile_op {
 	NEURON_TILE_OP_IOTA = 13,
 	/* MEMSET (out): out = f[0]. */
 	NEURON_TILE_OP_MEMSET = 14,
-	NEURON_TILE_OP_COUNT_ = 15,
+	/* ACTIVATION_REDUCE (out, sum, in [, bias]), scalar engine (1.1): out as ACTIVATION
+	 * (out, in [, bias]) and sum[P, 1...] = the sum over every free dim of the active
+	 * results, as computed in f32 (before out's cast); partitions outside the mask keep
+	 * their sum. sum: out's partitions, 1 along every free dim, sharing no byte with
+	 * another operand. NKI's activation_reduce: an online softmax's exp and row sum in
+	 * one pass over the tile. */
+	NEURON_TILE_OP_ACTIVATION_REDUCE = 15,
+	NEURON_TILE_OP_COUNT_ = 16,
 };
 
 /* flags */

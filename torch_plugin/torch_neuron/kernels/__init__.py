@@ -36,14 +36,15 @@ from . import _format, _simulate
 from ._custom_op import custom_op
 from ._trace import (Affine, HBMTensor, KernelError, Tracer, affine_range, cdiv, dtype_code, sequential_range,
                      source_line, static_range, tracing)
-from .language import (Tile, abs, activation, assign, copy, erf, exp, float16, float32, full, gelu, int32, iota,
-                       load, log, max, maximum, min, minimum, nc_matmul, psum, reciprocal, relu, rsqrt, sbuf,
-                       sigmoid, silu, sqrt, store, sum, tanh, tensor_scalar, tensor_tensor, transpose, where, zeros)
+from .language import (Tile, abs, activation, activation_reduce, assign, copy, erf, exp, float16, float32, full,
+                       gelu, int32, iota, load, log, max, maximum, min, minimum, nc_matmul, psum, reciprocal, relu,
+                       rsqrt, sbuf, sigmoid, silu, sqrt, store, sum, tanh, tensor_scalar, tensor_tensor, transpose,
+                       where, zeros)
 from .language import bfloat16  # noqa: F401  (a dtype name, as torch's)
 
 __all__ = ["kernel", "Kernel", "custom_op", "KernelError", "affine_range", "sequential_range", "static_range", "cdiv",
-           "load", "store", "copy", "assign", "zeros", "full", "nc_matmul", "transpose", "activation", "tensor_tensor",
-           "tensor_scalar", "where", "sum",
+           "load", "store", "copy", "assign", "zeros", "full", "nc_matmul", "transpose", "activation",
+           "activation_reduce", "tensor_tensor", "tensor_scalar", "where", "sum",
            "max", "min", "maximum", "minimum", "iota", "exp", "log", "sqrt", "rsqrt", "relu", "gelu", "silu", "tanh",
            "sigmoid", "erf", "reciprocal", "abs", "Tile", "sbuf", "psum", "float32", "bfloat16", "float16", "int32"]
 

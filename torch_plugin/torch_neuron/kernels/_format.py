@@ -20,10 +20,11 @@ HBM, SBUF, PSUM = 1, 2, 3
 
 # enum neuron_tile_op
 (OP_LOOP_BEGIN, OP_LOOP_END, OP_DMA, OP_MATMUL, OP_TRANSPOSE, OP_TENSOR_COPY, OP_ACTIVATION,
- OP_TENSOR_TENSOR, OP_TENSOR_SCALAR, OP_COMPARE, OP_SELECT, OP_REDUCE, OP_IOTA, OP_MEMSET) = range(1, 15)
+ OP_TENSOR_TENSOR, OP_TENSOR_SCALAR, OP_COMPARE, OP_SELECT, OP_REDUCE, OP_IOTA, OP_MEMSET,
+ OP_ACTIVATION_REDUCE) = range(1, 16)
 OP_NAMES = {1: "loop_begin", 2: "loop_end", 3: "dma", 4: "matmul", 5: "transpose", 6: "tensor_copy",
             7: "activation", 8: "tensor_tensor", 9: "tensor_scalar", 10: "compare", 11: "select",
-            12: "reduce", 13: "iota", 14: "memset"}
+            12: "reduce", 13: "iota", 14: "memset", 15: "activation_reduce"}
 
 ACCUMULATE, REVERSE, SEQUENTIAL = 1, 2, 4
 

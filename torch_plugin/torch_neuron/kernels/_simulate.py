@@ -205,6 +205,12 @@ def _step(m, insn, iv):
     elif op == F.OP_ACTIVATION:
         x = rd(1) * f0 + (rd(2) if len(ops) > 2 else np.float32(0)) + f1
         r = _pw(insn["fn"], x) if insn["fn"] else x
+    elif op == F.OP_ACTIVATION_REDUCE:  # (out, sum, in [, bias]): the f32 results summed per partition
+        x = rd(2) * f0 + (rd(3) if len(ops) > 3 else np.float32(0)) + f1
+        r = np.asarray(_pw(insn["fn"], x) if insn["fn"] else x, np.float32)
+        axes = tuple(range(1, r.ndim))
+        total = r.astype(np.float64).sum(axis=axes, keepdims=True).astype(np.float32)
+        m.write(ops[1], iv, (box[0],) + tuple(slice(0, 1) for _ in axes), total)
     elif op == F.OP_TENSOR_TENSOR:
         r = _pw(insn["fn"], rd(1), rd(2))
     elif op == F.OP_TENSOR_SCALAR:

@@ -44,27 +44,45 @@ class Tile:
         self.offset = _tracer().alloc(buffer, self.per_partition) if offset is None else offset
 
     def ap(self):
-        return dict(space=self.buffer, dtype=self.dtype, partition=self.partition, offset=Affine(self.offset).wire(),
+        return dict(space=self.buffer, dtype=self.dtype, partition=self.partition, offset=Affine.of(self.offset).wire(),
                     sizes=list(self.shape), strides=self.strides)
 
     def __getitem__(self, key):
-        """A static sub-tile: t[a:b, c:d] (partition slices follow the start-partition rules)."""
+        """A sub-tile: t[a:b, c:d] (partition slices static, following the start-partition
+        rules). Along a free dim the start may be a loop expression with a static size,
+        t[:, j * 128:j * 128 + 128]: a tile loaded once before the loop read piece by
+        piece inside it; it must lie inside the dim in every iteration."""
         if not isinstance(key, tuple):
             key = (key,)
-        shape, offset, partition = list(self.shape), self.offset, self.partition
+        shape, offset, partition = list(self.shape), Affine.of(self.offset), self.partition
         es = F.DTYPE_BYTES[self.dtype]
         for d, k in enumerate(key):
             if not isinstance(k, slice) or k.step not in (None, 1):
-                raise KernelError("tiles are sliced with static slices of step 1")
-            lo, hi, _ = k.indices(self.shape[d])
+                raise KernelError("tiles are sliced with slices of step 1")
+            start = Affine.of(0 if k.start is None else k.start)
+            if d > 0 and start.constant() is None:
+                size = (Affine.of(self.shape[d] if k.stop is None else k.stop) - start).constant()
+                lo, hi = start.range(_tracer().trips)
+                if size is None or size < 1 or lo < 0 or hi + size > self.shape[d]:
+                    raise KernelError(f"slice [{start!r}, {start!r} + {size}) of a tile dim of {self.shape[d]}: "
+                                      f"a static size >= 1, inside the dim in every iteration (starts {lo}..{hi})")
+                offset = offset + start * (self.strides[d] * es)
+                shape[d] = size
+                continue
+            stop = None if k.stop is None else Affine.of(k.stop).constant()
+            if k.stop is not None and stop is None or d == 0 and start.constant() is None:
+                raise KernelError(f"slice {k} of a tile: static bounds (a free dim's start may move with a loop, "
+                                  f"its size may not)")
+            lo, hi, _ = slice(start.constant(), stop).indices(self.shape[d])
             if hi <= lo:
                 raise KernelError(f"empty slice {k} of a tile dim of {self.shape[d]}")
             if d == 0:
                 partition += lo
             else:
-                offset += lo * self.strides[d] * es
+                offset = offset + lo * self.strides[d] * es
             shape[d] = hi - lo
-        return Tile(self.buffer, shape, self.dtype, partition, offset, self.strides)
+        return Tile(self.buffer, shape, self.dtype, partition, offset.constant() if offset.constant() is not None
+                    else offset, self.strides)
 
     # arithmetic: the vector engine
     def _binary(self, other, fn, reverse=False):
@@ -118,16 +136,21 @@ def full(shape, value, dtype=float32, buffer=sbuf):
     return t
 
 
-def load(view, fill=None):
-    """An HBM view into a new SBUF tile (the DMA engines). Rows or columns past
-    the tensor's end are masked: they keep `fill` if given, else whatever the
-    tile held (NaN for a fresh tile)."""
+def load(view, fill=None, out=None):
+    """An HBM view into a new SBUF tile (the DMA engines), or into `out` (an SBUF
+    tile or a slice of one, of the view's shape and dtype: several loads filling
+    one tile). Rows or columns past the tensor's end are masked: they keep `fill`
+    if given, else whatever the tile held (NaN for a fresh tile)."""
     if not isinstance(view, HBMView):
         raise KernelError("load() takes a view of a kernel argument (x[a:b, c:d])")
     ap, masks = view.access()
     if len(view.sizes) < 2:
         raise KernelError("load a 2-D view (dim 0 goes on the partitions); a 1-D one: x.broadcast(rows) or x[None]")
-    t = Tile(F.SBUF, view.sizes, view.dtype)
+    if out is not None:
+        if not isinstance(out, Tile) or out.buffer != F.SBUF or out.shape != tuple(view.sizes) or \
+                out.dtype != view.dtype:
+            raise KernelError(f"load(out=) takes an SBUF tile of the view's shape {tuple(view.sizes)} and dtype")
+    t = Tile(F.SBUF, view.sizes, view.dtype) if out is None else out
     if fill is not None and masks:
         _emit(F.OP_MEMSET, [t.ap()], f=(float(fill),))
     _emit(F.OP_DMA, [t.ap(), ap], masks=[dict(m) for m in masks])
@@ -207,6 +230,26 @@ def activation(fn, x, scale=1.0, bias=None, dtype=None):
         b = float(bias)
     _emit(F.OP_ACTIVATION, ops, fn=code, f=(float(scale), b))
     return out
+
+
+def activation_reduce(fn, x, scale=1.0, bias=None, dtype=None, reduce="add"):
+    """(fn(x * scale + bias), its sum along the free dims) in one pass of the scalar
+    engine (NKI's activation_reduce): the sum is a new [P, 1] f32 tile, of the results
+    as computed in f32 (before a cast to `dtype`). An online softmax's exp and row sum:
+    `p, rowsum = activation_reduce("exp", s, bias=neg_max)`. reduce: "add" only."""
+    if reduce != "add":
+        raise KernelError(f"activation_reduce reduces with add only, not {reduce!r}")
+    code = 0 if fn is None else F.PW[fn]
+    out = _out_like(x, dtype if dtype is not None else (F.F32 if x.buffer == F.PSUM else None))
+    total = Tile(F.SBUF, (x.shape[0],) + (1,) * (len(x.shape) - 1), F.F32)
+    ops = [out.ap(), total.ap(), x.ap()]
+    b = 0.0
+    if isinstance(bias, Tile):
+        ops.append(bias.ap())
+    elif bias is not None:
+        b = float(bias)
+    _emit(F.OP_ACTIVATION_REDUCE, ops, fn=code, f=(float(scale), b))
+    return out, total
 
 
 def _unary(name):

@@ -296,22 +296,49 @@ def _mask(s, i, j, S, tail, diagonal):
     return s
 
 
-def _attend(qT, k, v, b, i, j, scale, S, m, l, acc, tail, diagonal):
+# Per partition, the most SBUF a head's K^T and V may take to be loaded once per head
+# (a third of trn1's 192 KiB partition); past it (S of ~8K at D = 128 in f32) each
+# query tile loads the key tiles it sweeps.
+RESIDENT_BYTES = 64 * 1024
+
+
+def _resident_bytes(T, D, dtype):
+    """SBUF per partition of K^T [D, T*128] and V [128, T*D] as f32 tiles (and as loaded)."""
+    f32 = T * (P + D) * 4
+    return f32 if dtype == F.F32 else f32 + T * (P + D) * F.DTYPE_BYTES[dtype]
+
+
+def _key_tiles(k, v, b, T, D, resident):
+    """kv(j) -> (K^T tile [D, 128], V tile [128, D]) of key tile j of head b, f32, zeros
+    past S. resident: K^T and V of the head loaded once here (one transposing DMA, T
+    DMAs of V into one tile) and sliced per key tile (j may be a loop variable); else
+    each call loads its tiles."""
+    if not resident:
+        return lambda j: (_load_T(k[b, j * P:j * P + P, :]), _f32(nl.load(v[b, j * P:j * P + P, :], fill=0.0)))
+    kT = _load_T(k[b, 0:T * P, :])
+    vs = nl.Tile(nl.sbuf, (P, T * D), v.dtype)
+    for j in range(T):
+        nl.load(v[b, j * P:j * P + P, :], fill=0.0, out=vs[:, j * D:j * D + D])
+    vs = _f32(vs)
+    return lambda j: (kT[:, j * P:j * P + P], vs[:, j * D:j * D + D])
+
+
+def _attend(qT, kv, i, j, scale, S, m, l, acc, tail, diagonal):
     """One key tile j of query tile i's online softmax: m, l, acc updated in place.
     With scale > 0 the raw scores stay unscaled and the exp activation scales them
     (exp(raw * scale - m)), and the row max is max(raw) * scale: the same bits as
     scaling first (rounding is monotonic), one pass over the tile fewer."""
-    kr = slice(j * P, j * P + P)
-    raw = nl.nc_matmul(qT, _load_T(k[b, kr, :]))
+    kT, vt = kv(j)
+    raw = nl.nc_matmul(qT, kT)
     pre = scale > 0
     s = _mask(raw if pre else nl.tensor_scalar("mul", raw, scale), i, j, S, tail, diagonal)
     row_max = nl.max(s, axis=1)
     m_new = nl.maximum(m, nl.tensor_scalar("mul", row_max, scale) if pre else row_max)
     neg_m = nl.tensor_scalar("mul", m_new, -1.0)
-    p = nl.activation("exp", s, scale=scale if pre else 1.0, bias=neg_m)
+    # exp and its row sum in one pass over the tile (the same bits as exp, then sum)
+    p, row_sum = nl.activation_reduce("exp", s, scale=scale if pre else 1.0, bias=neg_m)
     corr = nl.activation("exp", m, bias=neg_m)
-    nl.assign(l, l * corr + nl.sum(p, axis=1))
-    vt = _f32(nl.load(v[b, kr, :], fill=0.0))
+    nl.assign(l, l * corr + row_sum)
     pv = nl.nc_matmul(nl.copy(nl.transpose(p)), vt)
     nl.assign(acc, acc * corr + pv)
     nl.assign(m, m_new)
@@ -326,12 +353,16 @@ def flash_attention_forward(out, lse, q, k, v, scale=1.0, causal=False):
     Causal: query tile i sweeps key tiles 0..i-1 unmasked (full tiles below the
     diagonal), then the diagonal tile i with the causal and tail masks (the tiles
     above it are entirely masked: not loaded, not computed); the query loop is
-    unrolled at trace time (static_range) so that each sweep's length is static."""
+    unrolled at trace time (static_range) so that each sweep's length is static.
+    K^T and V of a head are loaded once per head while they fit RESIDENT_BYTES of
+    SBUF per partition (every S up to ~8K at D = 128, f32), not once per query tile."""
     BH, S, D = q.shape
     if D > P:
         raise KernelError(f"flash attention takes head dims up to {P}, not {D}")
     T = cdiv(S, P)
+    resident = _resident_bytes(T, D, k.dtype) <= RESIDENT_BYTES
     for b in affine_range(BH):
+        kv = _key_tiles(k, v, b, T, D, resident)
         for i in (static_range(T) if causal else affine_range(T)):
             qr = slice(i * P, i * P + P)
             qT = _load_T(q[b, qr, :])
@@ -342,11 +373,11 @@ def flash_attention_forward(out, lse, q, k, v, scale=1.0, causal=False):
             if causal:
                 if i > 0:
                     for j in nl_sequential(i):
-                        _attend(qT, k, v, b, i, j, *state, tail=False, diagonal=False)
-                _attend(qT, k, v, b, i, i, *state, tail=True, diagonal=True)
+                        _attend(qT, kv, i, j, *state, tail=False, diagonal=False)
+                _attend(qT, kv, i, i, *state, tail=True, diagonal=True)
             else:
                 for j in nl_sequential(T):
-                    _attend(qT, k, v, b, i, j, *state, tail=True, diagonal=False)
+                    _attend(qT, kv, i, j, *state, tail=True, diagonal=False)
             nl.store(out[b, qr, :], acc * nl.reciprocal(l))
             nl.store(lse[b, qr, :], m + nl.log(l))
 
@@ -370,18 +401,28 @@ def flash_attention_backward(dq, dkv, dout, q, kv, stats, scale=1.0, causal=Fals
     P = exp(S - lse) recomputed per tile and dS = P * (dO V^T - rowsum(dO * O)),
     dV = P^T dO and dK = scale * dS^T Q over the query tiles (pass 1, per key tile),
     dQ = scale * dS K over the key tiles (pass 2, per query tile). k and v come
-    stacked (kv [2, BH, S, D]) as do dk and dv: a kernel takes at most 6 arguments."""
+    stacked (kv [2, BH, S, D]) as do dk and dv: a kernel takes at most 6 arguments.
+    Each pass loads the tiles of its outer loop's side (a key tile's k^T and v^T, a
+    query tile's q^T, dout^T and stats) once per outer iteration."""
     BH, S, D = q.shape
     T = cdiv(S, P)
 
-    def tile(b, i, j):
-        qr, kr = slice(i * P, i * P + P), slice(j * P, j * P + P)
-        qT, doT = _load_T(q[b, qr, :]), _load_T(dout[b, qr, :])
-        kT, vT = _load_T(kv[0, b, kr, :]), _load_T(kv[1, b, kr, :])
+    def query_side(b, i):
+        """What query tile i brings to every tile it meets: q^T, dout^T, -lse, delta."""
+        qr = slice(i * P, i * P + P)
         lse = nl.load(stats[b, qr, 0:1], fill=0.0)
-        delta = nl.load(stats[b, qr, 1:2], fill=0.0)
+        return (_load_T(q[b, qr, :]), _load_T(dout[b, qr, :]), nl.tensor_scalar("mul", lse, -1.0),
+                nl.load(stats[b, qr, 1:2], fill=0.0))
+
+    def key_side(b, j):
+        """What key tile j brings: k^T, v^T."""
+        kr = slice(j * P, j * P + P)
+        return _load_T(kv[0, b, kr, :]), _load_T(kv[1, b, kr, :])
+
+    def tile(qs, ks, i, j):
+        (qT, doT, neg_lse, delta), (kT, vT) = qs, ks
         s = _scores(qT, kT, scale, i, j, S, causal)
-        p = nl.activation("exp", s, bias=nl.tensor_scalar("mul", lse, -1.0))
+        p = nl.activation("exp", s, bias=neg_lse)
         ds = p * (nl.nc_matmul(doT, vT) - delta)
         return p, ds
 
@@ -392,10 +433,11 @@ def flash_attention_backward(dq, dkv, dout, q, kv, stats, scale=1.0, causal=Fals
             kr = slice(j * P, j * P + P)
             dv_acc = nl.zeros((P, D), buffer=nl.psum)
             dk_acc = nl.zeros((P, D), buffer=nl.psum)
+            ks = key_side(b, j)  # loaded once per key tile, not once per (query, key) tile
             for i0 in affine_range(T - j if causal else T):
                 i = i0 + j if causal else i0
                 qr = slice(i * P, i * P + P)
-                p, ds = tile(b, i, j)
+                p, ds = tile(query_side(b, i), ks, i, j)
                 nl.nc_matmul(p, _f32(nl.load(dout[b, qr, :], fill=0.0)), acc=dv_acc)
                 nl.nc_matmul(ds, _f32(nl.load(q[b, qr, :], fill=0.0)), acc=dk_acc)
             nl.store(dkv[1, b, kr, :], dv_acc)
@@ -403,9 +445,10 @@ def flash_attention_backward(dq, dkv, dout, q, kv, stats, scale=1.0, causal=Fals
         for i in (static_range(T) if causal else affine_range(T)):
             qr = slice(i * P, i * P + P)
             dq_acc = nl.zeros((P, D), buffer=nl.psum)
+            qs = query_side(b, i)  # once per query tile
             for j in affine_range(i + 1 if causal else T):
                 kr = slice(j * P, j * P + P)
-                _, ds = tile(b, i, j)
+                _, ds = tile(qs, key_side(b, j), i, j)
                 nl.nc_matmul(nl.copy(nl.transpose(ds)), _f32(nl.load(kv[0, b, kr, :], fill=0.0)), acc=dq_acc)
             nl.store(dq[b, qr, :], nl.tensor_scalar("mul", dq_acc, scale))
 

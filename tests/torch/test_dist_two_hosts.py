@@ -119,7 +119,8 @@ def test_collective_matches_gloo(results, case):
 def test_hosts_of_different_sizes(hosts):
     """3 ranks, 2 on host A and 1 on host B: the routed collectives (gather,
     scatter, all_to_all(_single), reduce_scatter of a list, all_gather) and
-    point-to-point against gloo, with hosts' blocks of different sizes."""
+    point-to-point against gloo, with hosts' blocks of different sizes; and
+    recv from any source on rank 1, alone on host B (its sender and data)."""
     res = spawn(dist_two_hosts_workers.three_ranks, hosts, world=3, timeout=240)
     for r in range(3):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
@@ -129,10 +130,33 @@ def test_hosts_of_different_sizes(hosts):
 def test_unsupported_op_is_refused_by_name(results):
     for r in range(WORLD):
         u = results[r]["unsupported"]
-        assert u["message"] is not None, f"rank {r}: recv from any source across hosts did not raise"
+        # Each host has 2 ranks: a neighbour's send would come through neurond, another
+        # host's through gloo, so the backend refuses, naming the neighbour.
+        assert u["message"] is not None, f"rank {r}: recv from any source beside another rank did not raise"
         assert u["type"] == "DistBackendError", u
-        assert "recv from any source (src=None) is not supported across hosts" in u["message"], u["message"]
+        assert "supported only on a rank alone on its host" in u["message"], u["message"]
+        assert f"rank(s) {r ^ 2} share" in u["message"], u["message"]
         assert u["all_reduce_after"] == [float(WORLD)] * 3, f"rank {r}: the group after the refusal: {u}"
+
+
+def test_collectives_are_asynchronous(hosts):
+    """Collectives across hosts return at once, their Work ordered on the caller's
+    stream (dist_two_hosts_workers.async_ops): back-to-back async calls waited later
+    equal gloo's; a call and its wait() return (the Work not complete) while the
+    collective cannot complete, as rank 3 joins only after they returned; a device
+    op queued after wait() sees the result, on the current stream and on a side one."""
+    res = spawn(dist_two_hosts_workers.async_ops, hosts, world=WORLD, timeout=240)
+    for r in range(WORLD):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
+        assert not res[r]["failures"], f"rank {r}:\n" + "\n".join(f"{k}: {v}" for k, v in res[r]["failures"].items())
+        for kind in ("current", "side"):
+            o = res[r][kind]
+            assert o["got"] == res[r]["expect"], f"rank {r}, {kind} stream: t * 2 after wait(): {o['got']}"
+            if r < WORLD - 1:
+                assert not o["done_after_call"], f"rank {r}, {kind}: all_reduce complete before rank 3 joined"
+                assert not o["done_after_wait"], f"rank {r}, {kind}: wait() returned a complete Work before rank 3 joined"
+            else:
+                assert o["others_returned"], f"{kind}: ranks 0-2's call or wait() blocked until rank 3 joined: {o}"
 
 
 def test_barrier_waits_for_the_other_host(results):

@@ -315,8 +315,21 @@ def rank_dies(rank, world, _store_path, hosts):
         dist.all_reduce(t)
         torch.neuron.synchronize()
     except Exception as e:  # noqa: BLE001 - the error is the result
-        return {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
-    return {"message": None}
+        out = {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
+    else:
+        return {"message": None}
+    # The next one, asynchronous: once it is known to have failed, wait() raises
+    # its error (the host is not left to find it on the stream).
+    work = dist.all_reduce(torch.ones(10, device="neuron"), async_op=True)
+    deadline = time.monotonic() + 60
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        work.wait()
+        out["wait_message"] = None
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        out["wait_message"] = str(e)
+    return out
 
 
 def _issue_all(rank, world, dev):
@@ -392,4 +405,40 @@ def async_ops(rank, world, _store_path, hosts):
                 u = t * 2
             out[stream_kind]["got"] = u.cpu().tolist()[:3]
     out["expect"] = [2.0 * sum(range(1, world + 1))] * 3
+    out["traffic"] = _between_hosts_traffic(rank, world, hosts[rank % len(hosts)]["ifname"])
+    return out
+
+
+def _tx_bytes(ifname):
+    """Bytes this rank's host (its network namespace: /proc/self/net is the main
+    thread's, which entered it) sent on the veth to the other host."""
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == ifname:
+                return int(rest.split()[8])
+    raise RuntimeError(f"{ifname} not in /proc/self/net/dev")
+
+
+def _between_hosts_traffic(rank, world, ifname):
+    """What the veth carried out of this host during an all_reduce of a 1 MiB
+    float32 tensor, and during a reduce_scatter_tensor of the same input (each
+    rank keeps a quarter), on every rank; the gloo barriers around each (a few
+    hundred bytes) separate them. Only the hosts' first ranks (0, 1) send."""
+    n = 64 * 1024
+    x = dist_workers._data(990 + rank, (world * n,), torch.float32).to("neuron")
+    out, rs_out = {}, torch.empty(n, device="neuron")
+    for name, call in (("all_reduce", lambda: dist.all_reduce(x.clone())),
+                       ("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(rs_out, x))):
+        call()  # once first: connections made, buffers sized
+        torch.neuron.synchronize()
+        dist.barrier()
+        before = _tx_bytes(ifname)
+        call()
+        torch.neuron.synchronize()
+        dist.barrier()
+        out[name] = _tx_bytes(ifname) - before
+    ref_in, ref_out = x.cpu(), torch.empty(n)
+    dist.reduce_scatter_tensor(ref_out, ref_in)
+    dist_workers._check(rs_out, ref_out, "reduce_scatter_tensor of 1 MiB")
     return out

@@ -270,15 +270,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_reduce_scatter_base(at
 		     [this, output, in, op = opts.reduceOp] { reduce_scatter_into(output, in, op); });
 }
 
+namespace {
+
+// The reduction of the rows of parts ([k, m]: k contributions of m elements).
+at::Tensor reduce_rows(const at::Tensor &parts, const c10d::ReduceOp &op)
+{
+	switch (op.op_) {
+	case c10d::ReduceOp::PRODUCT: return parts.prod(0);
+	case c10d::ReduceOp::MAX: return parts.amax(0);
+	case c10d::ReduceOp::MIN: return parts.amin(0);
+	default: return parts.sum(0); // SUM (AVG is a SUM divided after)
+	}
+}
+
+} // namespace
+
 void ProcessGroupHierarchical::reduce_scatter_into(const at::Tensor &output, const at::Tensor &input,
 						   const c10d::ReduceOp &op)
 {
-	// 1. Within the host, the whole input is reduced to the leader (neurond);
-	// 2. the leaders reduce_scatter between hosts (gloo) only the parts of each
-	// host's ranks (padded to the largest host), so a leader's traffic is about
-	// world_size * output, not the all_reduce of the whole input it was;
-	// 3. the leader scatters its host's parts within the host (neurond). AVG is
-	// a SUM divided once at the end (gloo has no AVG).
+	// 1. Within the host, the whole input is reduced to the leader (neurond).
+	// 2. Between hosts only the parts go: each leader sends every other host's
+	// leader that host's ranks' parts (padded to the largest host) in one gloo
+	// all_to_all, and reduces what it got for its own host's ranks, so each
+	// byte crosses once ((hosts - 1) / hosts of the input per leader, where the
+	// all_reduce of the whole input it was sent about twice that).
+	// 3. The leader scatters its host's parts within the host (neurond).
+	// AVG is a SUM everywhere, divided once at the end.
 	const bool avg = op.op_ == c10d::ReduceOp::AVG;
 	const c10d::ReduceOp sub = avg ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
 	const int64_t n = output.numel(), most = most_per_host(), here = static_cast<int64_t>(hosts_[host_].size());
@@ -299,14 +316,16 @@ void ProcessGroupHierarchical::reduce_scatter_into(const at::Tensor &output, con
 			for (size_t j = 0; j < hosts_[hh].size(); ++j)
 				send.narrow(0, (hh * most + static_cast<int64_t>(j)) * n, n)
 					.copy_(h.narrow(0, hosts_[hh][j] * n, n));
-		at::Tensor got = at::empty({most * n}, h.options());
-		c10d::ReduceScatterOptions o;
-		o.reduceOp = sub;
-		between_hosts("reduce_scatter", true, [&] { leaders_->_reduce_scatter_base(got, send, o)->wait(); });
+		at::Tensor got = at::empty_like(send);
+		std::vector<int64_t> equal; // equal splits
+		between_hosts("reduce_scatter", true, [&] {
+			leaders_->alltoall_base(got, send, equal, equal, c10d::AllToAllOptions())->wait();
+		});
+		at::Tensor red = reduce_rows(got.view({nhosts, most * n}), sub);
 		if (avg)
-			got = got.is_floating_point() ? got / size_ : at::div(got, size_, "trunc");
+			red = red.is_floating_point() ? red / size_ : at::div(red, size_, "trunc");
 		mine = at::empty({most * n}, output.options());
-		copy_from_host(mine, got);
+		copy_from_host(mine, red);
 	}
 	std::vector<std::vector<at::Tensor>> chunks(1);
 	if (leaders_)

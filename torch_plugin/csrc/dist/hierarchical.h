@@ -7,15 +7,18 @@
 // PyTorch's gloo on host staging copies: among one leader per host (its lowest
 // rank) for the collectives that reduce or spread, directly between the ranks
 // concerned otherwise. all_reduce: reduce within the host, leaders all_reduce
-// over gloo, broadcast within the host; broadcast, barrier, reduce,
-// all_gather(_into_tensor) and reduce_scatter(_tensor) are built the same way.
-// gather: within each host to its leader (to the root on the root's host),
+// over gloo, broadcast within the host; broadcast, barrier, reduce and
+// all_gather(_into_tensor) are built the same way. reduce_scatter(_tensor):
+// reduce within the host to the leader, the leaders swap only each host's ranks'
+// parts (one gloo all_to_all) and reduce what they got, the leader scatters
+// within the host. gather: within each host to its leader (to the root on the root's host),
 // leaders gather to the root's leader over gloo, which hands the other hosts'
 // part to the root; scatter is its mirror. all_to_all(_single) (any splits): the
 // blocks between ranks of a host through their neurond, the others in one gloo
 // all_to_all of every rank. send/recv: through neurond between ranks of a host,
-// through gloo (every rank's group) between hosts; recv from any source is not
-// supported across hosts.
+// through gloo (every rank's group) between hosts; recv from any source through
+// gloo's on a rank alone on its host, refused beside other ranks (their sends
+// come through neurond, which cannot take back a receive posted to it).
 //
 // Errors name ranks by their rank in this group (rank_names.h; neurond numbers
 // them within its host), and a failed stage between hosts says which ranks it

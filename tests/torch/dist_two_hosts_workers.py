@@ -367,7 +367,7 @@ def async_ops(rank, world, _store_path, hosts):
     the same calls through gloo; (2) ranks 0-2's all_reduce cannot complete before
     rank 3 joins, and rank 3 joins only once the others' call and wait() returned
     (and said the work was not complete): if wait() blocked the host, rank 3 would
-    wait 60 s for them in vain; (3) the same with a side stream current."""
+    wait 60 s for them in vain; (3) the same with each stream of the pool current."""
     _join(rank, world, hosts[rank % len(hosts)])
     failures = {}
     got, ref = _issue_all(rank, world, "neuron"), _issue_all(rank, world, "cpu")
@@ -378,8 +378,13 @@ def async_ops(rank, world, _store_path, hosts):
             failures[f"back to back: {k}"] = str(e)
     store = dist.distributed_c10d._get_default_store()
     out = {"failures": failures}
-    for stream_kind in ("current", "side"):
-        stream = torch.neuron.current_stream() if stream_kind == "current" else torch.neuron.Stream()
+    # The current stream, then 8 new ones: every stream of the pool (handed out in
+    # turn), so none may be the one the backend runs the device stages on (a
+    # wait() queued on it ahead of those stages would wait for ever).
+    streams = [("current", torch.neuron.current_stream())]
+    streams += [(f"pool {i}", torch.neuron.Stream()) for i in range(8)]
+    out["streams"] = [k for k, _ in streams]
+    for stream_kind, stream in streams:
         with torch.neuron.stream(stream):
             t = torch.full((1031,), float(rank + 1), device="neuron")
             if rank < world - 1:

@@ -149,12 +149,15 @@ def test_collectives_are_asynchronous(async_results):
     stream (dist_two_hosts_workers.async_ops): back-to-back async calls waited later
     equal gloo's; a call and its wait() return (the Work not complete) while the
     collective cannot complete, as rank 3 joins only after they returned; a device
-    op queued after wait() sees the result, on the current stream and on a side one."""
+    op queued after wait() sees the result, on the current stream and on each
+    stream of the pool (one of which the device stages ran on, and deadlocked
+    with wait(), until they got a stream of their own)."""
     res = async_results
     for r in range(WORLD):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
         assert not res[r]["failures"], f"rank {r}:\n" + "\n".join(f"{k}: {v}" for k, v in res[r]["failures"].items())
-        for kind in ("current", "side"):
+        assert len(res[r]["streams"]) == 9, res[r]["streams"]
+        for kind in res[r]["streams"]:
             o = res[r][kind]
             assert o["got"] == res[r]["expect"], f"rank {r}, {kind} stream: t * 2 after wait(): {o['got']}"
             if r < WORLD - 1:

@@ -138,7 +138,7 @@ void IssueQueue::run(Job &job)
 	const int device = job.caller.device_index();
 	auto it = streams_.find(device);
 	if (it == streams_.end())
-		it = streams_.emplace(device, pool_stream(device)).first;
+		it = streams_.emplace(device, collective_stream(device)).first;
 	c10::StreamGuard guard(it->second);
 	job.body();
 	if (job.work)

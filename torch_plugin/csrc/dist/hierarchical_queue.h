@@ -6,8 +6,9 @@
 //
 // A job first waits (on the worker, on the host) until the caller's stream has
 // produced the job's inputs (the point it was at when the call was made), then
-// runs with the worker's stream of that device current (a pool stream, so the
-// device stages never queue behind work the caller issued after the call). A
+// runs with the worker's stream of that device current (runtime.h's
+// collective_stream, never a caller's: the device stages never queue behind
+// work the caller issued after the call, such as its wait for this very job). A
 // collective's Work is a NeuronWork (process_group.h) on a StreamSignal of this
 // queue: once the job's device stages are done the worker signals it, and
 // Work.wait() makes the caller's current stream wait for that value on the
@@ -78,7 +79,7 @@ private:
 	bool blocking_wait_ = false; // NEURON_BLOCKING_WAIT=1: wait() blocks the host too
 	std::mutex mu_;              // guards queue_, signals_ and stopping_
 	std::map<int, std::shared_ptr<StreamSignal>> signals_; // by device
-	std::map<int, c10::Stream> streams_;                    // the worker's, by device (worker only)
+	std::map<int, c10::Stream> streams_;                    // collective_stream by device (worker only)
 	std::condition_variable wake_;
 	std::deque<Job> queue_;
 	bool stopping_ = false;

@@ -251,7 +251,37 @@ def three_ranks(rank, world, _store_path, hosts):
             failures[name] = traceback.format_exc()
     failures.update(_every_root(rank, world))
     failures.update(_point_to_point(rank, world))
+    try:
+        _any_source_alone(rank, world)
+    except Exception:
+        failures["recv from any source on a rank alone on its host"] = traceback.format_exc()
     return {"failures": failures}
+
+
+def _any_source_alone(rank, world):
+    """Rank 1, alone on host B, receives from any source (dist.recv without src)
+    once from each other rank (both on host A), a plain and a non-contiguous
+    tensor: each holds its sender's data and dist.recv returns that sender, as
+    gloo's recv from any source does on CPU copies."""
+    if rank != 1:
+        data = dist_workers._data(900 + rank, (4, 5), torch.float32)
+        dist.send(data.to("neuron"), dst=1, tag=5)
+        dist.send(data, dst=1, tag=5)
+        return
+    got = {}
+    for i in range(world - 1):
+        t = torch.zeros((4, 5), device="neuron")
+        t = dist_workers._noncontig(t) if i else t
+        src = dist.recv(t, tag=5)
+        got[src] = t.cpu()
+    ref = {}
+    for _ in range(world - 1):
+        r = torch.zeros((4, 5))
+        ref[dist.recv(r, tag=5)] = r
+    assert sorted(got) == sorted(ref) == [0, 2], f"sources: neuron {sorted(got)}, gloo {sorted(ref)}"
+    for src in got:
+        dist_workers._check(got[src], ref[src], f"recv from any source: rank {src}'s send")
+        dist_workers._check(got[src], dist_workers._data(900 + src, (4, 5), torch.float32), f"rank {src}'s data")
 
 
 def _late_barrier(rank, world, pg):
@@ -285,5 +315,135 @@ def rank_dies(rank, world, _store_path, hosts):
         dist.all_reduce(t)
         torch.neuron.synchronize()
     except Exception as e:  # noqa: BLE001 - the error is the result
-        return {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
-    return {"message": None}
+        out = {"message": str(e), "type": type(e).__name__, "seconds": time.monotonic() - start}
+    else:
+        return {"message": None}
+    # The next one, asynchronous: once it is known to have failed, wait() raises
+    # its error (the host is not left to find it on the stream).
+    work = dist.all_reduce(torch.ones(10, device="neuron"), async_op=True)
+    deadline = time.monotonic() + 60
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        work.wait()
+        out["wait_message"] = None
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        out["wait_message"] = str(e)
+    return out
+
+
+def _issue_all(rank, world, dev):
+    """Six collectives of different kinds on `dev` ("neuron": async_op=True, waited
+    later in reverse order; "cpu": gloo, one by one); their results by name."""
+    f32 = torch.float32
+    a = dist_workers._data(800 + rank, (257,), f32).to(dev)
+    b = dist_workers._data(810 + rank, (33,), f32).to(dev)
+    g_in = dist_workers._data(820 + rank, (9,), f32).to(dev)
+    g_out = torch.zeros(9 * world, device=dev)
+    rs_in = dist_workers._data(830 + rank, (5 * world,), f32).to(dev)
+    rs_out = torch.zeros(5, device=dev)
+    a2a_in = dist_workers._data(840 + rank, (2 * world, 3), f32).to(dev)
+    a2a_out = torch.zeros(2 * world, 3, device=dev)
+    red = dist_workers._data(850 + rank, (11,), f32).to(dev)
+    is_async = dev != "cpu"
+    works = [dist.all_reduce(a, async_op=is_async), dist.broadcast(b, src=world - 1, async_op=is_async),
+             dist.all_gather_into_tensor(g_out, g_in, async_op=is_async),
+             dist.reduce_scatter_tensor(rs_out, rs_in, async_op=is_async),
+             dist.all_to_all_single(a2a_out, a2a_in, async_op=is_async),
+             dist.reduce(red, dst=1, op=dist.ReduceOp.MAX, async_op=is_async)]
+    for w in reversed(works if is_async else []):
+        w.wait()
+    out = {"all_reduce": a, "broadcast": b, "all_gather_into_tensor": g_out, "reduce_scatter_tensor": rs_out,
+           "all_to_all_single": a2a_out}
+    if rank == 1:
+        out["reduce"] = red
+    # A device op after wait() on the caller's stream, read after it: it sees the results.
+    return {k: (v * 2).cpu() for k, v in out.items()}
+
+
+def async_ops(rank, world, _store_path, hosts):
+    """Collectives across hosts return at once and are ordered on the caller's
+    stream: (1) six issued back to back and waited later in reverse order equal
+    the same calls through gloo; (2) ranks 0-2's all_reduce cannot complete before
+    rank 3 joins, and rank 3 joins only once the others' call and wait() returned
+    (and said the work was not complete): if wait() blocked the host, rank 3 would
+    wait 60 s for them in vain; (3) the same with each stream of the pool current."""
+    _join(rank, world, hosts[rank % len(hosts)])
+    failures = {}
+    got, ref = _issue_all(rank, world, "neuron"), _issue_all(rank, world, "cpu")
+    for k in ref:
+        try:
+            dist_workers._check(got[k], ref[k], f"async {k}")
+        except AssertionError as e:
+            failures[f"back to back: {k}"] = str(e)
+    store = dist.distributed_c10d._get_default_store()
+    out = {"failures": failures}
+    # The current stream, then 8 new ones: every stream of the pool (handed out in
+    # turn), so none may be the one the backend runs the device stages on (a
+    # wait() queued on it ahead of those stages would wait for ever).
+    streams = [("current", torch.neuron.current_stream())]
+    streams += [(f"pool {i}", torch.neuron.Stream()) for i in range(8)]
+    out["streams"] = [k for k, _ in streams]
+    for stream_kind, stream in streams:
+        with torch.neuron.stream(stream):
+            t = torch.full((1031,), float(rank + 1), device="neuron")
+            if rank < world - 1:
+                work = dist.all_reduce(t, async_op=True)
+                done_after_call = work.is_completed()
+                start = time.monotonic()
+                work.wait()
+                wait_s = time.monotonic() - start
+                done_after_wait = work.is_completed()
+                u = t * 2  # queued before rank 3 joined: ordered after the all_reduce on the device
+                store.set(f"waited-{stream_kind}-{rank}", "1")
+                out[stream_kind] = {"done_after_call": done_after_call, "done_after_wait": done_after_wait,
+                                    "wait_s": wait_s}
+            else:
+                start = time.monotonic()
+                try:
+                    store.wait([f"waited-{stream_kind}-{r}" for r in range(world - 1)], timedelta(seconds=60))
+                    joined_after = True
+                except Exception:  # noqa: BLE001 - a peer's wait() blocked: join so it can finish
+                    joined_after = False
+                out[stream_kind] = {"others_returned": joined_after, "waited_s": time.monotonic() - start}
+                dist.all_reduce(t)
+                u = t * 2
+            out[stream_kind]["got"] = u.cpu().tolist()[:3]
+    out["expect"] = [2.0 * sum(range(1, world + 1))] * 3
+    out["traffic"] = _between_hosts_traffic(rank, world, hosts[rank % len(hosts)]["ifname"])
+    return out
+
+
+def _tx_bytes(ifname):
+    """Bytes this rank's host (its network namespace: /proc/self/net is the main
+    thread's, which entered it) sent on the veth to the other host."""
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == ifname:
+                return int(rest.split()[8])
+    raise RuntimeError(f"{ifname} not in /proc/self/net/dev")
+
+
+def _between_hosts_traffic(rank, world, ifname):
+    """What the veth carried out of this host during an all_reduce of a 1 MiB
+    float32 tensor, and during a reduce_scatter_tensor of the same input (each
+    rank keeps a quarter), on every rank; the gloo barriers around each (a few
+    hundred bytes) separate them. Only the hosts' first ranks (0, 1) send."""
+    n = 64 * 1024
+    x = dist_workers._data(990 + rank, (world * n,), torch.float32).to("neuron")
+    out, rs_out = {}, torch.empty(n, device="neuron")
+    for name, call in (("all_reduce", lambda: dist.all_reduce(x.clone())),
+                       ("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(rs_out, x))):
+        call()  # once first: connections made, buffers sized
+        torch.neuron.synchronize()
+        dist.barrier()
+        before = _tx_bytes(ifname)
+        call()
+        torch.neuron.synchronize()
+        dist.barrier()
+        out[name] = _tx_bytes(ifname) - before
+    ref_in, ref_out = x.cpu(), torch.empty(n)
+    dist.reduce_scatter_tensor(ref_out, ref_in)
+    dist_workers._check(rs_out, ref_out, "reduce_scatter_tensor of 1 MiB")
+    return out

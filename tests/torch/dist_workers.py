@@ -297,7 +297,8 @@ def two_daemons(rank, world, store_path, other_socket):
     """Rank 1 uses another neurond (as a rank on another host would): the group
     forms hierarchically (one rank per neurond, gloo between them over loopback);
     all_reduce sums across both, all_to_all_single swaps their blocks; a recv from
-    any source is refused by name."""
+    any source (each rank alone on its host: gloo's) takes the other's send and
+    names it, both ways."""
     if rank == 1:
         os.environ["NEURON_SOCKET"] = other_socket
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
@@ -308,10 +309,13 @@ def two_daemons(rank, world, store_path, other_socket):
     dist.all_reduce(t)
     swapped = torch.empty(2 * world, device="neuron")
     dist.all_to_all_single(swapped, torch.arange(2 * world, dtype=torch.float32, device="neuron") + 10 * rank)
-    try:
-        dist.recv(torch.empty(world, device="neuron"))
-        message = None
-    except Exception as e:  # noqa: BLE001 - the error is the result
-        message = str(e)
+    any_source = []
+    for receiver in range(world):
+        if rank == receiver:
+            got = torch.zeros(3, device="neuron")
+            src = dist.recv(got, tag=3)
+            any_source.append([src, got.cpu().tolist()])
+        else:
+            dist.send(torch.full((3,), 100.0 + rank, device="neuron"), dst=receiver, tag=3)
     return {"backend": type(backend).__name__, "sum": t.cpu().tolist(), "all_to_all": swapped.cpu().tolist(),
-            "message": message}
+            "any_source": any_source}

@@ -119,7 +119,8 @@ def test_collective_matches_gloo(results, case):
 def test_hosts_of_different_sizes(hosts):
     """3 ranks, 2 on host A and 1 on host B: the routed collectives (gather,
     scatter, all_to_all(_single), reduce_scatter of a list, all_gather) and
-    point-to-point against gloo, with hosts' blocks of different sizes."""
+    point-to-point against gloo, with hosts' blocks of different sizes; and
+    recv from any source on rank 1, alone on host B (its sender and data)."""
     res = spawn(dist_two_hosts_workers.three_ranks, hosts, world=3, timeout=240)
     for r in range(3):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
@@ -129,10 +130,55 @@ def test_hosts_of_different_sizes(hosts):
 def test_unsupported_op_is_refused_by_name(results):
     for r in range(WORLD):
         u = results[r]["unsupported"]
-        assert u["message"] is not None, f"rank {r}: recv from any source across hosts did not raise"
+        # Each host has 2 ranks: a neighbour's send would come through neurond, another
+        # host's through gloo, so the backend refuses, naming the neighbour.
+        assert u["message"] is not None, f"rank {r}: recv from any source beside another rank did not raise"
         assert u["type"] == "DistBackendError", u
-        assert "recv from any source (src=None) is not supported across hosts" in u["message"], u["message"]
+        assert "supported only on a rank alone on its host" in u["message"], u["message"]
+        assert f"rank(s) {r ^ 2} share" in u["message"], u["message"]
         assert u["all_reduce_after"] == [float(WORLD)] * 3, f"rank {r}: the group after the refusal: {u}"
+
+
+@pytest.fixture(scope="module")
+def async_results(hosts):
+    return spawn(dist_two_hosts_workers.async_ops, hosts, world=WORLD, timeout=240)
+
+
+def test_collectives_are_asynchronous(async_results):
+    """Collectives across hosts return at once, their Work ordered on the caller's
+    stream (dist_two_hosts_workers.async_ops): back-to-back async calls waited later
+    equal gloo's; a call and its wait() return (the Work not complete) while the
+    collective cannot complete, as rank 3 joins only after they returned; a device
+    op queued after wait() sees the result, on the current stream and on each
+    stream of the pool (one of which the device stages ran on, and deadlocked
+    with wait(), until they got a stream of their own)."""
+    res = async_results
+    for r in range(WORLD):
+        assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
+        assert not res[r]["failures"], f"rank {r}:\n" + "\n".join(f"{k}: {v}" for k, v in res[r]["failures"].items())
+        assert len(res[r]["streams"]) == 9, res[r]["streams"]
+        for kind in res[r]["streams"]:
+            o = res[r][kind]
+            assert o["got"] == res[r]["expect"], f"rank {r}, {kind} stream: t * 2 after wait(): {o['got']}"
+            if r < WORLD - 1:
+                assert not o["done_after_call"], f"rank {r}, {kind}: all_reduce complete before rank 3 joined"
+                assert not o["done_after_wait"], f"rank {r}, {kind}: wait() returned a complete Work before rank 3 joined"
+            else:
+                assert o["others_returned"], f"{kind}: ranks 0-2's call or wait() blocked until rank 3 joined: {o}"
+
+
+def test_reduce_scatter_sends_each_part_once(async_results):
+    """reduce_scatter_tensor across hosts sends only the other host's ranks' parts
+    between the hosts: each host's veth carries about half of what an all_reduce
+    of the same 1 MiB input does (which is what reduce_scatter_tensor cost when it
+    was an all_reduce of the whole input); the result equals gloo's."""
+    for r in range(WORLD):
+        assert r in async_results and "error" not in async_results[r], async_results.get(r)
+    for r in (0, 1):  # the hosts' first ranks: one per namespace
+        t = async_results[r]["traffic"]
+        assert t["reduce_scatter_tensor"] >= 512 * 1024, t  # half the input crossed once
+        print(f"host {'AB'[r]}: bytes out {t}")
+        assert t["reduce_scatter_tensor"] < 0.75 * t["all_reduce"], f"host {'AB'[r]}: bytes out {t}"
 
 
 def test_barrier_waits_for_the_other_host(results):
@@ -265,7 +311,8 @@ def test_a_rank_that_dies_fails_the_others(hosts):
     """Rank 3 (host B) exits after a first all_reduce: the next all_reduce of ranks
     0-2 (both hosts) raises within the 5 s group timeout plus teardown instead of
     waiting for ever; rank 1, rank 3's host neighbour, learns it from neurond, and
-    the errors name the ranks by their rank in the group."""
+    the errors name the ranks by their rank in the group; a later asynchronous
+    all_reduce's wait() raises its error once it is known."""
     res = spawn(dist_two_hosts_workers.rank_dies, hosts, world=WORLD, timeout=180)
     for r in range(WORLD - 1):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result (hung)")
@@ -278,3 +325,9 @@ def test_a_rank_that_dies_fails_the_others(hosts):
     # Rank 0 (host A's first rank) learns it in the exchange between hosts, which
     # names the ranks it was between.
     assert "between hosts" in res[0]["message"] and "ranks 0, 1" in res[0]["message"], res[0]["message"]
+    # The next all_reduce, asynchronous: once complete, its wait() raises the error
+    # (naming the rank that reports it, and on rank 1 the rank that left).
+    for r in range(WORLD - 1):
+        msg = res[r]["wait_message"]
+        assert msg is not None and f"neuron backend: rank {r}:" in msg, f"rank {r}: {msg}"
+    assert "rank 3 (pid" in res[1]["wait_message"], res[1]["wait_message"]

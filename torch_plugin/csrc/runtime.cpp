@@ -29,8 +29,9 @@ struct Devices {
 	neuron_client *client = nullptr;
 	int count = -1;
 	std::array<uint32_t, kMaxDevices> cores{};
-	// [device][stream id] -> queues; id 0 is the default stream.
-	std::array<std::array<std::unique_ptr<StreamQueues>, kStreamPoolSize + 1>, kMaxDevices> streams;
+	// [device][stream id] -> queues; id 0 is the default stream, then the pool's,
+	// then kCollectiveStream.
+	std::array<std::array<std::unique_ptr<StreamQueues>, kCollectiveStream + 1>, kMaxDevices> streams;
 	std::array<std::atomic<uint32_t>, kMaxDevices> next_pool{};
 };
 
@@ -173,7 +174,7 @@ StreamQueues &stream_queues(const c10::Stream &s)
 {
 	const int dev = s.device_index() < 0 ? current_device() : s.device_index();
 	const int64_t id = s.id();
-	TORCH_CHECK(dev >= 0 && dev < kMaxDevices && id >= 0 && id <= kStreamPoolSize, "neuron: unknown stream ", id,
+	TORCH_CHECK(dev >= 0 && dev < kMaxDevices && id >= 0 && id <= kCollectiveStream, "neuron: unknown stream ", id,
 		    " on device ", dev);
 	Devices &d = devs();
 	auto &slot = d.streams[dev][id];
@@ -211,10 +212,17 @@ c10::Stream pool_stream(int device)
 	return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), 1 + k);
 }
 
+c10::Stream collective_stream(int device)
+{
+	if (device < 0)
+		device = current_device();
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), kCollectiveStream);
+}
+
 void set_current_stream(const c10::Stream &s)
 {
 	const int dev = s.device_index() < 0 ? current_device() : s.device_index();
-	TORCH_CHECK(s.id() >= 0 && s.id() <= kStreamPoolSize, "neuron: unknown stream id ", s.id());
+	TORCH_CHECK(s.id() >= 0 && s.id() <= kCollectiveStream, "neuron: unknown stream id ", s.id());
 	tl_stream[dev] = s.id();
 }
 

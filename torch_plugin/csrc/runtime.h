@@ -53,10 +53,16 @@ struct StreamQueues {
 };
 
 constexpr int kStreamPoolSize = 8;
+// A stream pool_stream never hands out (id after the pool's): the hierarchical
+// backend's worker runs collectives' device stages there, so it is never a
+// caller's stream (a caller's device-side wait for a collective, queued ahead of
+// that collective's own stages on one stream, would wait for ever).
+constexpr int kCollectiveStream = kStreamPoolSize + 1;
 
 c10::Stream current_stream(int device);
 c10::Stream default_stream(int device);
 c10::Stream pool_stream(int device);
+c10::Stream collective_stream(int device);
 void set_current_stream(const c10::Stream &s);
 StreamQueues &stream_queues(const c10::Stream &s);
 StreamQueues &current_queues(int device);

@@ -12,9 +12,10 @@ Across hosts (the ranks' neurond differ: a host is a neurond, named by host name
 and socket path) the group is hierarchical (csrc/dist/hierarchical.h): a neuron
 group per host as above, and a gloo group (TCP, from the same store) of each
 host's first rank, which exchanges host staging copies, and a gloo group of every
-rank, for what goes from one rank to another (send/recv, all_to_all). Its
-collectives synchronise on the host (see hierarchical.h); gloo picks its network
-interface as usual (GLOO_SOCKET_IFNAME).
+rank, for what goes from one rank to another (send/recv, all_to_all). Its calls
+return at once, as on one host: a worker thread per group runs their stages in
+issue order and the Work is ordered on the caller's stream (see hierarchical.h);
+gloo picks its network interface as usual (GLOO_SOCKET_IFNAME).
 """
 import torch
 import torch.distributed as dist

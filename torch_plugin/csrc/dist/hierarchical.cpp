@@ -1,6 +1,8 @@
 #include "hierarchical.h"
 #include "hierarchical_staging.h"
 
+#include "../runtime.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -29,6 +31,23 @@ ProcessGroupHierarchical::ProcessGroupHierarchical(int rank, int size, std::vect
 	TORCH_CHECK(leader == bool(leaders_), "neuron backend: the leaders' gloo group is for each host's first rank");
 	TORCH_CHECK(intra_ && everyone_ && everyone_->getSize() == size && everyone_->getRank() == rank,
 		    "neuron backend: the hierarchical group needs its host's group and a gloo group of every rank");
+	queue_ = std::make_unique<IssueQueue>(rank, intra_->timeout());
+}
+
+ProcessGroupHierarchical::~ProcessGroupHierarchical()
+{
+	queue_.reset(); // before the groups its jobs use (releases the GIL while it waits)
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::issue(c10d::OpType type, const at::Tensor &any,
+							       std::vector<at::Tensor> outputs, const char *name,
+							       std::function<void()> body)
+{
+	TORCH_CHECK(!coalescing_, "neuron backend: ", name,
+		    " inside a coalesced batch across hosts (only sends and receives are batched)");
+	const c10::Device device =
+		any.defined() ? any.device() : c10::Device(c10::DeviceType::PrivateUse1, current_device());
+	return queue_->issue(type, device, std::move(outputs), name, std::move(body));
 }
 
 void ProcessGroupHierarchical::between_hosts(const char *op, bool leaders_only,
@@ -107,23 +126,32 @@ void ProcessGroupHierarchical::broadcast_from(const at::Tensor &t, int root)
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allreduce(std::vector<at::Tensor> &tensors,
 								   const c10d::AllreduceOptions &opts)
 {
-	allreduce_into(one_neuron(tensors, "all_reduce"), opts.reduceOp);
-	return done_work(rank_, c10d::OpType::ALLREDUCE, tensors);
+	const at::Tensor t = one_neuron(tensors, "all_reduce");
+	check_reducible(t, opts.reduceOp, "all_reduce");
+	return issue(c10d::OpType::ALLREDUCE, t, tensors, "all_reduce",
+		     [this, t, op = opts.reduceOp] { allreduce_into(t, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 									     const c10d::AllreduceCoalescedOptions &opts)
 {
+	TORCH_CHECK(!tensors.empty(), "neuron backend: all_reduce_coalesced of no tensors");
 	for (const auto &t : tensors)
-		allreduce_into(one_neuron({t}, "all_reduce_coalesced"), opts.reduceOp);
-	return done_work(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors);
+		check_reducible(one_neuron({t}, "all_reduce_coalesced"), opts.reduceOp, "all_reduce_coalesced");
+	return issue(c10d::OpType::ALLREDUCE_COALESCED, tensors[0], tensors, "all_reduce_coalesced",
+		     [this, tensors, op = opts.reduceOp] {
+			     for (const auto &t : tensors)
+				     allreduce_into(t, op);
+		     });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::broadcast(std::vector<at::Tensor> &tensors,
 								   const c10d::BroadcastOptions &opts)
 {
-	broadcast_from(one_neuron(tensors, "broadcast"), static_cast<int>(opts.rootRank));
-	return done_work(rank_, c10d::OpType::BROADCAST, tensors);
+	const at::Tensor t = one_neuron(tensors, "broadcast");
+	const int root = static_cast<int>(opts.rootRank);
+	TORCH_CHECK(root >= 0 && root < size_, "neuron backend: broadcast root ", root, " is not a rank of the group");
+	return issue(c10d::OpType::BROADCAST, t, tensors, "broadcast", [this, t, root] { broadcast_from(t, root); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce(std::vector<at::Tensor> &tensors,
@@ -131,38 +159,52 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce(std::vector<at::
 {
 	// An all_reduce into a copy that only the root keeps.
 	const at::Tensor t = one_neuron(tensors, "reduce");
-	const at::Tensor tmp = t.clone();
-	allreduce_into(tmp, opts.reduceOp);
-	if (rank_ == opts.rootRank)
-		t.copy_(tmp);
-	return done_work(rank_, c10d::OpType::REDUCE, tensors);
+	check_reducible(t, opts.reduceOp, "reduce");
+	const bool root = rank_ == opts.rootRank;
+	return issue(c10d::OpType::REDUCE, t, tensors, "reduce", [this, t, root, op = opts.reduceOp] {
+		const at::Tensor tmp = t.clone();
+		allreduce_into(tmp, op);
+		if (root)
+			t.copy_(tmp);
+	});
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::barrier(const c10d::BarrierOptions &)
+void ProcessGroupHierarchical::barrier_now()
 {
 	// Every rank of a host is in; every host is in; everyone learns it.
 	intra_->barrier(c10d::BarrierOptions())->wait();
 	if (leaders_)
 		between_hosts("barrier", true, [&] { leaders_->barrier()->wait(); });
 	intra_->barrier(c10d::BarrierOptions())->wait();
-	return done_work(rank_, c10d::OpType::BARRIER, {});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::barrier(const c10d::BarrierOptions &)
+{
+	// Its Work blocks the host at wait() (a barrier is for the host).
+	return issue(c10d::OpType::BARRIER, at::Tensor(), {}, "barrier", [this] { barrier_now(); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_allgather_base(at::Tensor &output, at::Tensor &input,
-									 const c10d::AllgatherOptions &opts)
+									 const c10d::AllgatherOptions &)
 {
 	const at::Tensor in = one_neuron({input}, "all_gather_into_tensor");
-	const int64_t n = in.numel();
-	TORCH_CHECK(output.numel() == n * size_, "neuron backend: all_gather_into_tensor: output has ", output.numel(),
-		    " elements, expected world_size * input = ", n * size_);
-	TORCH_CHECK(output.scalar_type() == in.scalar_type(), "neuron backend: all_gather_into_tensor: dtypes ",
-		    in.scalar_type(), " and ", output.scalar_type(), " differ");
+	TORCH_CHECK(output.numel() == in.numel() * size_, "neuron backend: all_gather_into_tensor: output has ",
+		    output.numel(), " elements, expected world_size * input = ", in.numel() * size_);
+	same_kind_as(in, output, "all_gather_into_tensor");
+	return issue(c10d::OpType::_ALLGATHER_BASE, in, {output}, "all_gather_into_tensor",
+		     [this, output, in] { allgather_into(output, in); });
+}
+
+void ProcessGroupHierarchical::allgather_into(const at::Tensor &output, const at::Tensor &input)
+{
+	const int64_t n = input.numel();
 	// This host's inputs, by local rank; then the leaders swap their hosts' blocks
 	// (padded to the largest host, as gloo's all_gather wants equal sizes) and
 	// put each rank's part where its group rank says.
 	const int64_t here = static_cast<int64_t>(hosts_[host_].size());
-	at::Tensor local = at::empty({here * n}, in.options());
-	intra_->_allgather_base(local, input, opts)->wait();
+	at::Tensor local = at::empty({here * n}, input.options());
+	at::Tensor in = input;
+	intra_->_allgather_base(local, in, c10d::AllgatherOptions())->wait();
 	if (leaders_) {
 		const int64_t most = most_per_host();
 		at::Tensor mine = at::zeros({most * n}, local.options().device(at::kCPU));
@@ -182,60 +224,128 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_allgather_base(at::Ten
 	c10d::BroadcastOptions b;
 	b.rootRank = 0;
 	intra_->broadcast(ov, b)->wait();
-	return done_work(rank_, c10d::OpType::_ALLGATHER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 								   std::vector<at::Tensor> &inputs,
-								   const c10d::AllgatherOptions &opts)
+								   const c10d::AllgatherOptions &)
 {
 	at::Tensor in = one_neuron(inputs, "all_gather");
 	TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
 		    "neuron backend: all_gather takes one list of world_size output tensors");
 	const int64_t n = in.numel();
-	for (const auto &o : outputs[0])
+	for (const auto &o : outputs[0]) {
+		same_kind_as(in, o, "all_gather");
 		TORCH_CHECK(o.numel() == n, "neuron backend: all_gather with outputs of different sizes is not supported "
 					   "(input has ", n, " elements, an output ", o.numel(), ")");
-	at::Tensor flat = at::empty({n * size_}, in.options());
-	_allgather_base(flat, in, opts);
-	for (int r = 0; r < size_; ++r)
-		outputs[0][r].copy_(flat.narrow(0, r * n, n).view(outputs[0][r].sizes()));
-	return done_work(rank_, c10d::OpType::ALLGATHER, outputs[0]);
+	}
+	return issue(c10d::OpType::ALLGATHER, in, outputs[0], "all_gather", [this, in, outs = outputs[0], n] {
+		at::Tensor flat = at::empty({n * size_}, in.options());
+		allgather_into(flat, in);
+		for (int r = 0; r < size_; ++r)
+			outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+	});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::allgather_into_tensor_coalesced(
 	std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts)
 {
-	TORCH_CHECK(outputs.size() == inputs.size(), "neuron backend: all_gather_into_tensor_coalesced: ",
+	TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "neuron backend: all_gather_into_tensor_coalesced: ",
 		    outputs.size(), " outputs for ", inputs.size(), " inputs");
+	c10::intrusive_ptr<c10d::Work> last; // the queue runs them in order: the last ends last
 	for (size_t i = 0; i < inputs.size(); ++i)
-		_allgather_base(outputs[i], inputs[i], opts);
-	return done_work(rank_, c10d::OpType::COALESCED, outputs);
+		last = _allgather_base(outputs[i], inputs[i], opts);
+	return last;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 									      const c10d::ReduceScatterOptions &opts)
 {
-	// An all_reduce of the whole input, of which each rank keeps its part: the
-	// hosts exchange world_size times the output, not once, but it is one path.
 	const at::Tensor in = one_neuron({input}, "reduce_scatter_tensor");
-	const int64_t n = output.numel();
-	TORCH_CHECK(in.numel() == n * size_, "neuron backend: reduce_scatter_tensor: input has ", in.numel(),
-		    " elements, expected world_size * output = ", n * size_);
-	const at::Tensor tmp = in.contiguous().reshape({-1}).clone();
-	allreduce_into(tmp, opts.reduceOp);
-	output.copy_(tmp.narrow(0, rank_ * n, n).view(output.sizes()));
-	return done_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+	same_kind_as(in, output, "reduce_scatter_tensor");
+	check_reducible(in, opts.reduceOp, "reduce_scatter_tensor");
+	TORCH_CHECK(in.numel() == output.numel() * size_, "neuron backend: reduce_scatter_tensor: input has ", in.numel(),
+		    " elements, expected world_size * output = ", output.numel() * size_);
+	return issue(c10d::OpType::_REDUCE_SCATTER_BASE, in, {output}, "reduce_scatter_tensor",
+		     [this, output, in, op = opts.reduceOp] { reduce_scatter_into(output, in, op); });
+}
+
+namespace {
+
+// The reduction of the rows of parts ([k, m]: k contributions of m elements).
+at::Tensor reduce_rows(const at::Tensor &parts, const c10d::ReduceOp &op)
+{
+	switch (op.op_) {
+	case c10d::ReduceOp::PRODUCT: return parts.prod(0);
+	case c10d::ReduceOp::MAX: return parts.amax(0);
+	case c10d::ReduceOp::MIN: return parts.amin(0);
+	default: return parts.sum(0); // SUM (AVG is a SUM divided after)
+	}
+}
+
+} // namespace
+
+void ProcessGroupHierarchical::reduce_scatter_into(const at::Tensor &output, const at::Tensor &input,
+						   const c10d::ReduceOp &op)
+{
+	// 1. Within the host, the whole input is reduced to the leader (neurond).
+	// 2. Between hosts only the parts go: each leader sends every other host's
+	// leader that host's ranks' parts (padded to the largest host) in one gloo
+	// all_to_all, and reduces what it got for its own host's ranks, so each
+	// byte crosses once ((hosts - 1) / hosts of the input per leader, where the
+	// all_reduce of the whole input it was sent about twice that).
+	// 3. The leader scatters its host's parts within the host (neurond).
+	// AVG is a SUM everywhere, divided once at the end.
+	const bool avg = op.op_ == c10d::ReduceOp::AVG;
+	const c10d::ReduceOp sub = avg ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+	const int64_t n = output.numel(), most = most_per_host(), here = static_cast<int64_t>(hosts_[host_].size());
+	const int nhosts = static_cast<int>(hosts_.size());
+	at::Tensor whole = input.contiguous().reshape({-1});
+	if (leaders_)
+		whole = whole.clone(); // the reduce lands in place on the leader
+	std::vector<at::Tensor> wv{whole};
+	c10d::ReduceOptions r;
+	r.reduceOp = sub;
+	r.rootRank = 0; // the leader
+	intra_->reduce(wv, r)->wait();
+	at::Tensor mine; // on the leader: its host's ranks' parts, by local rank
+	if (leaders_) {
+		const at::Tensor h = host_copy_to_reduce(whole);
+		at::Tensor send = at::zeros({nhosts * most * n}, h.options());
+		for (int hh = 0; hh < nhosts; ++hh)
+			for (size_t j = 0; j < hosts_[hh].size(); ++j)
+				send.narrow(0, (hh * most + static_cast<int64_t>(j)) * n, n)
+					.copy_(h.narrow(0, hosts_[hh][j] * n, n));
+		at::Tensor got = at::empty_like(send);
+		std::vector<int64_t> equal; // equal splits
+		between_hosts("reduce_scatter", true, [&] {
+			leaders_->alltoall_base(got, send, equal, equal, c10d::AllToAllOptions())->wait();
+		});
+		at::Tensor red = reduce_rows(got.view({nhosts, most * n}), sub);
+		if (avg)
+			red = red.is_floating_point() ? red / size_ : at::div(red, size_, "trunc");
+		mine = at::empty({most * n}, output.options());
+		copy_from_host(mine, red);
+	}
+	std::vector<std::vector<at::Tensor>> chunks(1);
+	if (leaders_)
+		for (int64_t j = 0; j < here; ++j)
+			chunks[0].push_back(mine.narrow(0, j * n, n).view(output.sizes()));
+	std::vector<at::Tensor> ov{output};
+	c10d::ScatterOptions sc;
+	sc.rootRank = 0;
+	intra_->scatter(ov, chunks, sc)->wait();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter_tensor_coalesced(
 	std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs, const c10d::ReduceScatterOptions &opts)
 {
-	TORCH_CHECK(outputs.size() == inputs.size(), "neuron backend: reduce_scatter_tensor_coalesced: ",
+	TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "neuron backend: reduce_scatter_tensor_coalesced: ",
 		    outputs.size(), " outputs for ", inputs.size(), " inputs");
+	c10::intrusive_ptr<c10d::Work> last; // the queue runs them in order: the last ends last
 	for (size_t i = 0; i < inputs.size(); ++i)
-		_reduce_scatter_base(outputs[i], inputs[i], opts);
-	return done_work(rank_, c10d::OpType::COALESCED, outputs);
+		last = _reduce_scatter_base(outputs[i], inputs[i], opts);
+	return last;
 }
 
 } // namespace torch_neuron::dist

@@ -62,15 +62,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::gather(std::vector<std:
 	const at::Tensor in = one_neuron(inputs, "gather");
 	const int root = static_cast<int>(opts.rootRank);
 	TORCH_CHECK(root >= 0 && root < size_, "neuron backend: gather root ", root, " is not a rank of the group");
-	const int64_t n = in.numel();
+	std::vector<at::Tensor> outs;
 	if (rank_ == root) {
 		TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
 			    "neuron backend: gather on the root takes one list of world_size output tensors");
 		for (const auto &o : outputs[0]) {
 			same_kind_as(in, o, "gather");
-			TORCH_CHECK(o.numel() == n, "neuron backend: gather outputs must match the input's size");
+			TORCH_CHECK(o.numel() == in.numel(), "neuron backend: gather outputs must match the input's size");
 		}
+		outs = outputs[0];
 	}
+	return issue(c10d::OpType::GATHER, in, outs, "gather", [this, outs, in, root] { gather_now(outs, in, root); });
+}
+
+void ProcessGroupHierarchical::gather_now(const std::vector<at::Tensor> &outputs, const at::Tensor &input, int root)
+{
+	at::Tensor in = input;
+	const int64_t n = in.numel();
 	const int root_host = host_of_[root];
 	const int64_t here = static_cast<int64_t>(hosts_[host_].size()), most = most_per_host();
 	const int nhosts = static_cast<int>(hosts_.size());
@@ -107,12 +115,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::gather(std::vector<std:
 		intra_->hop(rank_ == leader, all, local_of_[rank_ == leader ? root : leader])->wait();
 	}
 	if (rank_ != root)
-		return done_work(rank_, c10d::OpType::GATHER, {});
+		return;
 	for (int r = 0; r < size_; ++r) {
 		const at::Tensor &src = host_of_[r] == root_host ? block : all.narrow(0, host_of_[r] * most * n, most * n);
-		outputs[0][r].copy_(src.narrow(0, local_of_[r] * n, n).view(outputs[0][r].sizes()));
+		outputs[r].copy_(src.narrow(0, local_of_[r] * n, n).view(outputs[r].sizes()));
 	}
-	return done_work(rank_, c10d::OpType::GATHER, outputs[0]);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::scatter(std::vector<at::Tensor> &outputs,
@@ -122,15 +129,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::scatter(std::vector<at:
 	const at::Tensor out = one_neuron(outputs, "scatter");
 	const int root = static_cast<int>(opts.rootRank);
 	TORCH_CHECK(root >= 0 && root < size_, "neuron backend: scatter root ", root, " is not a rank of the group");
-	const int64_t n = out.numel();
+	std::vector<at::Tensor> ins;
 	if (rank_ == root) {
 		TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
 			    "neuron backend: scatter on the root takes one list of world_size input tensors");
 		for (const auto &i : inputs[0]) {
 			same_kind_as(out, i, "scatter");
-			TORCH_CHECK(i.numel() == n, "neuron backend: scatter inputs must match the output's size");
+			TORCH_CHECK(i.numel() == out.numel(), "neuron backend: scatter inputs must match the output's size");
 		}
+		ins = inputs[0];
 	}
+	return issue(c10d::OpType::SCATTER, out, {out}, "scatter", [this, out, ins, root] { scatter_now(out, ins, root); });
+}
+
+void ProcessGroupHierarchical::scatter_now(const at::Tensor &out, const std::vector<at::Tensor> &inputs, int root)
+{
+	const int64_t n = out.numel();
 	const int root_host = host_of_[root];
 	const int64_t most = most_per_host();
 	const int nhosts = static_cast<int>(hosts_.size());
@@ -141,7 +155,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::scatter(std::vector<at:
 	if (rank_ == root) {
 		all = at::zeros({nhosts * most * n}, out.options());
 		for (int r = 0; r < size_; ++r)
-			all.narrow(0, (host_of_[r] * most + local_of_[r]) * n, n).copy_(inputs[0][r].reshape({-1}));
+			all.narrow(0, (host_of_[r] * most + local_of_[r]) * n, n).copy_(inputs[r].reshape({-1}));
 	}
 	if (root != leader && (rank_ == root || rank_ == leader)) {
 		if (rank_ == leader)
@@ -180,7 +194,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::scatter(std::vector<at:
 	c10d::ScatterOptions s;
 	s.rootRank = local_root;
 	intra_->scatter(ov, chunks, s)->wait();
-	return done_work(rank_, c10d::OpType::SCATTER, {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter(std::vector<at::Tensor> &outputs,
@@ -196,9 +209,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::reduce_scatter(std::vec
 		TORCH_CHECK(i.numel() == out.numel(), "neuron backend: reduce_scatter inputs must match the output's size");
 		flat.push_back(i.reshape({-1}));
 	}
-	at::Tensor in = at::cat(flat);
-	_reduce_scatter_base(out, in, opts);
-	return done_work(rank_, c10d::OpType::REDUCE_SCATTER, {out});
+	check_reducible(out, opts.reduceOp, "reduce_scatter");
+	at::Tensor in = at::cat(flat); // on the caller's stream, before the call's point
+	return issue(c10d::OpType::REDUCE_SCATTER, out, {out}, "reduce_scatter",
+		     [this, out, in, op = opts.reduceOp] { reduce_scatter_into(out, in, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall_base(at::Tensor &output, at::Tensor &input,
@@ -213,6 +227,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall_base(at::Tenso
 		    " must agree in every dimension but the first");
 	const std::vector<int64_t> ins = splits_of(input_splits, in.size(0), size_, "input");
 	const std::vector<int64_t> outs = splits_of(output_splits, output.size(0), size_, "output");
+	return issue(c10d::OpType::ALLTOALL_BASE, in, {output}, "all_to_all_single",
+		     [this, output, in, ins, outs, opts] { alltoall_now(output, in, ins, outs, opts); });
+}
+
+void ProcessGroupHierarchical::alltoall_now(const at::Tensor &output, const at::Tensor &in,
+					    const std::vector<int64_t> &ins, const std::vector<int64_t> &outs,
+					    const c10d::AllToAllOptions &opts)
+{
 	const std::vector<int64_t> in_at = offsets_of(ins), out_at = offsets_of(outs);
 	std::vector<int64_t> local, remote; // peers on this host (in its order), on the others
 	for (int j = 0; j < size_; ++j)
@@ -224,7 +246,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall_base(at::Tenso
 	std::vector<int64_t> row_shape(output.sizes().begin(), output.sizes().end());
 	row_shape[0] = std::accumulate(lout_s.begin(), lout_s.end(), int64_t(0));
 	at::Tensor lout = at::empty(row_shape, output.options());
-	intra_->alltoall_base(lout, lin, lout_s, lin_s, opts)->wait();
+	c10d::AllToAllOptions o = opts;
+	intra_->alltoall_base(lout, lin, lout_s, lin_s, o)->wait();
 	// Between hosts: one gloo all_to_all of every rank, each sending only the rows
 	// for ranks on other hosts (none to its own host).
 	std::vector<int64_t> hin_s(size_, 0), hout_s(size_, 0);
@@ -235,10 +258,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall_base(at::Tenso
 	at::Tensor hin = host_copy(rows_for(in, ins, in_at, remote));
 	row_shape[0] = std::accumulate(hout_s.begin(), hout_s.end(), int64_t(0));
 	at::Tensor hout = at::empty(row_shape, hin.options());
-	between_hosts("all_to_all", false, [&] { everyone_->alltoall_base(hout, hin, hout_s, hin_s, opts)->wait(); });
+	between_hosts("all_to_all", false, [&] { everyone_->alltoall_base(hout, hin, hout_s, hin_s, o)->wait(); });
 	put_rows(output, outs, out_at, local, lout);
 	put_rows(output, outs, out_at, remote, hout.to(output.device()));
-	return done_work(rank_, c10d::OpType::ALLTOALL_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall(std::vector<at::Tensor> &outputs,
@@ -259,15 +281,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHierarchical::alltoall(std::vector<at
 		in_s.push_back(inputs[j].numel());
 		out_s.push_back(outputs[j].numel());
 	}
-	at::Tensor in = at::cat(flat);
-	at::Tensor out = at::empty({std::accumulate(out_s.begin(), out_s.end(), int64_t(0))}, first.options());
-	alltoall_base(out, in, out_s, in_s, opts);
-	int64_t o = 0;
-	for (int j = 0; j < size_; ++j) {
-		outputs[j].copy_(out.narrow(0, o, out_s[j]).view(outputs[j].sizes()));
-		o += out_s[j];
-	}
-	return done_work(rank_, c10d::OpType::ALLTOALL, outputs);
+	at::Tensor in = at::cat(flat); // on the caller's stream, before the call's point
+	return issue(c10d::OpType::ALLTOALL, first, outputs, "all_to_all", [this, in, outputs, in_s, out_s, opts] {
+		at::Tensor out = at::empty({std::accumulate(out_s.begin(), out_s.end(), int64_t(0))}, in.options());
+		alltoall_now(out, in, in_s, out_s, opts);
+		int64_t o = 0;
+		for (int j = 0; j < size_; ++j) {
+			outputs[j].copy_(out.narrow(0, o, out_s[j]).view(outputs[j].sizes()));
+			o += out_s[j];
+		}
+	});
 }
 
 } // namespace torch_neuron::dist

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <vector>
 
@@ -24,6 +25,21 @@ inline void same_kind_as(const at::Tensor &a, const at::Tensor &b, const char *w
 	TORCH_CHECK(b.device() == a.device(), "neuron backend: ", what, ": tensors on ", a.device(), " and ", b.device());
 	TORCH_CHECK(b.scalar_type() == a.scalar_type(), "neuron backend: ", what, ": dtypes ", a.scalar_type(), " and ",
 		    b.scalar_type(), " differ");
+}
+
+// At the call, what the host's neurond group would refuse on the worker (where a
+// refusal would break the group): the reduce ops and dtypes it reduces.
+inline void check_reducible(const at::Tensor &t, const c10d::ReduceOp &op, const char *what)
+{
+	using R = c10d::ReduceOp;
+	TORCH_CHECK(op.op_ == R::SUM || op.op_ == R::AVG || op.op_ == R::MAX || op.op_ == R::MIN || op.op_ == R::PRODUCT,
+		    "neuron backend: ", what, ": reduce op ", static_cast<int>(op.op_),
+		    " is not supported (SUM, AVG, MAX, MIN and PRODUCT are)");
+	const auto d = t.scalar_type();
+	TORCH_CHECK(d == at::kFloat || d == at::kBFloat16 || d == at::kHalf || d == at::kInt || d == at::kLong ||
+			    d == at::kByte,
+		    "neuron backend: ", what, ": dtype ", d,
+		    " is not reduced (float32, bfloat16, float16, int32, int64, uint8 are)");
 }
 
 // A contiguous host copy to move (the copy waits for the device).

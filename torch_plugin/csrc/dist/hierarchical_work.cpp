@@ -1,33 +1,43 @@
 #include "hierarchical_work.h"
 
-#include <algorithm>
-
 namespace torch_neuron::dist {
 
-namespace {
-
-std::vector<c10::Device> devices_of(const std::vector<at::Tensor> &ts)
+void StagedWork::add_part(c10::intrusive_ptr<c10d::Work> part)
 {
-	std::vector<c10::Device> out;
-	for (const auto &t : ts)
-		if (!t.is_cpu() && std::find(out.begin(), out.end(), t.device()) == out.end())
-			out.push_back(t.device());
-	return out;
+	std::lock_guard lock(mu_);
+	parts_.push_back(std::move(part));
 }
 
-} // namespace
-
-DoneWork::DoneWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-	: c10d::Work(rank, type), outputs_(std::move(outputs)),
-	  future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-							  devices_of(outputs_)))
+void StagedWork::add_landing(std::function<void()> landing)
 {
-	finish();
-	future_->markCompleted(c10::IValue(outputs_));
+	std::lock_guard lock(mu_);
+	landings_.push_back(std::move(landing));
+}
+
+void StagedWork::add_outputs(const std::vector<at::Tensor> &ts)
+{
+	std::lock_guard lock(mu_);
+	outputs_.insert(outputs_.end(), ts.begin(), ts.end());
+}
+
+void StagedWork::started(std::exception_ptr error)
+{
+	{
+		std::lock_guard lock(mu_);
+		started_ = true;
+		if (!start_error_) // a coalesced batch's first failure is its error
+			start_error_ = error;
+	}
+	started_cv_.notify_all();
 }
 
 bool StagedWork::isCompleted()
 {
+	std::lock_guard lock(mu_);
+	if (!started_)
+		return false;
+	if (landed_ || start_error_)
+		return true;
 	for (const auto &p : parts_)
 		if (!p->isCompleted())
 			return false;
@@ -36,9 +46,15 @@ bool StagedWork::isCompleted()
 
 bool StagedWork::wait(std::chrono::milliseconds timeout)
 {
+	{
+		std::unique_lock lock(mu_);
+		started_cv_.wait(lock, [this] { return started_; });
+	}
 	if (landed_)
 		return true;
 	try {
+		if (start_error_)
+			std::rethrow_exception(start_error_);
 		for (const auto &p : parts_)
 			p->wait(timeout); // rethrows a part's failure
 		for (const auto &land : landings_)
@@ -52,6 +68,13 @@ bool StagedWork::wait(std::chrono::milliseconds timeout)
 	landings_.clear();
 	finish();
 	return true;
+}
+
+int StagedWork::sourceRank() const
+{
+	const_cast<StagedWork *>(this)->wait();
+	TORCH_CHECK(source_rank_ >= 0, "neuron backend: source_rank() is for a recv from any source (src=None)");
+	return source_rank_;
 }
 
 } // namespace torch_neuron::dist

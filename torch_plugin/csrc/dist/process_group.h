@@ -78,6 +78,8 @@ public:
 	~ProcessGroupNeuron() override;
 
 	const std::string getBackendName() const override { return "neuron"; }
+	// The group's timeout (init_process_group's, within neurond's limit).
+	std::chrono::milliseconds timeout() const { return timeout_; }
 
 	c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors, const c10d::BroadcastOptions &opts) override;
 	c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors, const c10d::AllreduceOptions &opts) override;

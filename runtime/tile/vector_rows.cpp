@@ -107,29 +107,28 @@ double lanes_total(const double *lanes)
 namespace {
 
 typedef float v8sf __attribute__((vector_size(32)));
-typedef int v8si __attribute__((vector_size(32)));
 
 // One 8 x 8 block: three rounds of two-input shuffles (pairs of rows 1, 2, then 4
 // apart), after which vector c holds column c. Inlined into each clone of
 // transpose32, so that the AVX2 one shuffles whole ymm registers.
+// __builtin_shufflevector (constant lanes) is both GCC's (12+) and Clang's: the
+// fuzz build compiles with Clang, which has no __builtin_shuffle.
 __attribute__((always_inline)) inline void transpose8(std::byte *out, int64_t out_row, const std::byte *in, int64_t in_row)
 {
 	v8sf r[8], u[8], v[8];
 	for (int i = 0; i < 8; ++i)
 		__builtin_memcpy(&r[i], in + i * in_row, 32);
-	const v8si even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
 	for (int k = 0; k < 8; k += 2) {
-		u[k] = __builtin_shuffle(r[k], r[k + 1], even);
-		u[k + 1] = __builtin_shuffle(r[k], r[k + 1], odd);
+		u[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+		u[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 1, 9, 3, 11, 5, 13, 7, 15);
 	}
-	const v8si lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
 	for (int x : {0, 1, 4, 5}) {
-		v[x] = __builtin_shuffle(u[x], u[x + 2], lo2);
-		v[x + 2] = __builtin_shuffle(u[x], u[x + 2], hi2);
+		v[x] = __builtin_shufflevector(u[x], u[x + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+		v[x + 2] = __builtin_shufflevector(u[x], u[x + 2], 2, 3, 10, 11, 6, 7, 14, 15);
 	}
-	const v8si lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
 	for (int x = 0; x < 4; ++x) {
-		const v8sf a = __builtin_shuffle(v[x], v[x + 4], lo4), b = __builtin_shuffle(v[x], v[x + 4], hi4);
+		const v8sf a = __builtin_shufflevector(v[x], v[x + 4], 0, 1, 2, 3, 8, 9, 10, 11),
+			   b = __builtin_shufflevector(v[x], v[x + 4], 4, 5, 6, 7, 12, 13, 14, 15);
 		__builtin_memcpy(out + x * out_row, &a, 32);
 		__builtin_memcpy(out + (x + 4) * out_row, &b, 32);
 	}

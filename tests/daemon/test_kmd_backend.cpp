@@ -33,6 +33,16 @@ std::vector<uint64_t> sysfs_values(const std::string &name)
 	return v;
 }
 
+// Compute jobs the driver completed on every core of accel0 (physical cores are the
+// scheduler's choice).
+uint64_t jobs_completed_on_all_cores()
+{
+	uint64_t n = 0;
+	for (uint64_t j : sysfs_values("core_jobs_completed"))
+		n += j;
+	return n;
+}
+
 // Files of /dev/accel/accel0 the daemon process has open.
 int accel0_files(pid_t pid)
 {
@@ -127,17 +137,11 @@ DAEMON_TEST(kmd_backend, large_matmul_runs_as_several_bounded_jobs)
 		       dc = dev_alloc(t.client, M * N * 4);
 	upload_f32(t.dma, da, a);
 	upload_f32(t.dma, db, b);
-	auto all_jobs = [] {
-		uint64_t n = 0;
-		for (uint64_t j : sysfs_values("core_jobs_completed"))
-			n += j;
-		return n;
-	};
-	const uint64_t jobs_before = all_jobs();
+	const uint64_t jobs_before = jobs_completed_on_all_cores();
 	run(t.core, make_matmul(desc(dc, NEURON_DTYPE_F32, {M, N}), desc(da, NEURON_DTYPE_F32, {M, K}),
 				desc(db, NEURON_DTYPE_F32, {K, N})));
 	// Physical cores are the scheduler's choice: count the jobs of every core.
-	const uint64_t jobs = all_jobs() - jobs_before;
+	const uint64_t jobs = jobs_completed_on_all_cores() - jobs_before;
 	cr_assert(jobs >= 2, "the 2^25-MAC matmul ran as %llu job(s), expected its 8 tiles in several",
 		  (unsigned long long)jobs);
 	std::vector<double> ref(M * N);
@@ -188,18 +192,12 @@ DAEMON_TEST(kmd_backend, programs_replay_as_driver_jobs)
 	uint64_t id = 0;
 	NEURON_OK_OR_FAIL(neuron_program_register(t.client, &d, &id));
 	const uint64_t a = dev_alloc(t.client, N * N * 4), out = dev_alloc(t.client, N * N * 4);
-	auto all_jobs = [] {
-		uint64_t n = 0;
-		for (uint64_t j : sysfs_values("core_jobs_completed"))
-			n += j;
-		return n;
-	};
-	const uint64_t jobs_before = all_jobs();
+	const uint64_t jobs_before = jobs_completed_on_all_cores();
 	const uint64_t bindings[2] = {a, out};
 	uint64_t seq = 0;
 	NEURON_OK_OR_FAIL(neuron_submit_program(t.core, id, bindings, 2, nullptr, &seq));
 	sync(t.core);
-	const uint64_t jobs = all_jobs() - jobs_before;
+	const uint64_t jobs = jobs_completed_on_all_cores() - jobs_before;
 	cr_assert(jobs >= 2, "the replay of 2 nodes ran as %llu compute job(s) in the driver", (unsigned long long)jobs);
 	expect_close(download_f32(t.dma, out, N * N), std::vector<double>(N * N, 36.0), 0, 0, "replayed fill + square");
 	NEURON_OK_OR_FAIL(neuron_program_release(t.client, id));

@@ -23,7 +23,10 @@ def main():
     dist.broadcast(b, src=world - 1)
     out = {"rank": rank, "world": world, "socket": os.environ.get("NEURON_SOCKET"), "backend": type(backend).__name__,
            "sum": summed, "broadcast": b.cpu().tolist()}
-    print("RESULT " + json.dumps(out), flush=True)
+    # One write(2) of the whole line: the host's two ranks share the log file
+    # (O_APPEND), and print() under PYTHONUNBUFFERED writes the text and its
+    # newline separately, so two ranks' lines could run into one.
+    os.write(1, ("RESULT " + json.dumps(out) + "\n").encode())
     dist.destroy_process_group()
 
 

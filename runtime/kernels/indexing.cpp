@@ -155,7 +155,7 @@ void add_run(std::byte *dst, int64_t ds, const std::byte *src, int64_t ss, int64
 		} else {
 			int64_t r[kBlock];
 			for (int64_t i = 0; i < m; ++i)
-				r[i] = static_cast<int64_t>(a[i]);
+				r[i] = float_to_i64(a[i]);
 			store_block<int64_t>(dst + off * ds, ds, r, m, ddt);
 		}
 	}

@@ -36,14 +36,16 @@ NdIter<N> make_iter(int ndim, const int64_t *shape, const int64_t *const strides
 		it.ptr[k] = ptrs[k];
 	int dims[NEURON_MAX_DIMS];
 	int n = 0;
+	// Empty first: the sizes of an empty shape are not bounded by validation,
+	// and their product could overflow before it reached the zero.
+	if (std::find(shape, shape + ndim, int64_t(0)) != shape + ndim) {
+		it.numel = 0;
+		return it;
+	}
 	for (int d = 0; d < ndim; ++d) {
 		it.numel *= shape[d];
 		if (shape[d] != 1)
 			dims[n++] = d;
-	}
-	if (it.numel == 0) {
-		it.ndim = 0;
-		return it;
 	}
 	// Order by the output's stride, innermost first; ties keep the logical order
 	// reversed. (Insertion sort: at most 8 dims, and std::stable_sort may allocate.)

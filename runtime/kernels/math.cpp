@@ -173,7 +173,7 @@ Result run_binary_math(const neuron_cmd &cmd, std::span<const View> v, int max_t
 			} else {
 				int64_t r[kBlock];
 				for (int64_t i = 0; i < n; ++i)
-					r[i] = static_cast<int64_t>(a[i]);
+					r[i] = float_to_i64(a[i]);
 				store_block<int64_t>(q[0], s[0], r, n, odt);
 			}
 			return;

@@ -15,6 +15,10 @@
 
 namespace neuron::kernels::semantics {
 
+// The largest stride (elements) a descriptor may give: times the largest element
+// size it stays far from int64 overflow.
+inline constexpr int64_t kMaxStrideElements = int64_t(1) << 56;
+
 inline std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 inline std::string fmt(const char *f, ...)
 {
@@ -75,6 +79,12 @@ struct CheckBase {
 		bool empty = false;
 		for (int i = 0; i < t.ndim; ++i)
 			empty = empty || t.sizes[i] == 0;
+		// Bounded even where the extent does not bound it (a dim of size 1):
+		// kernels scale strides to bytes. (An empty tensor's strides are never
+		// used; gate::resolve zeroes them.)
+		for (int i = 0; i < t.ndim && !empty; ++i)
+			if (t.strides[i] > kMaxStrideElements)
+				return bad(who(k) + fmt(": strides[%d]=%" PRId64 " exceeds 2^56", i, t.strides[i]));
 		unsigned __int128 last = 0;
 		for (int i = 0; i < t.ndim && !empty; ++i) {
 			if (__builtin_mul_overflow(numel, t.sizes[i], &numel))

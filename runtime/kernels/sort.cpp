@@ -69,11 +69,15 @@ Result run_sort(const neuron_cmd &cmd, std::span<const View> v, int max_threads)
 	std::copy(vals.sizes, vals.sizes + NEURON_MAX_DIMS, shape);
 	if (vals.ndim > 0)
 		shape[dim] = 1;
+	// Nothing to write: checked before the rows' iterator, which would scale the
+	// strides of an empty output (not bounded by its extent) over rows.
+	if (k == 0)
+		return std::nullopt;
 	const int64_t *strides[3] = {vals.strides, idx.strides, in.strides};
 	const size_t esz[3] = {es, sizeof(int64_t), es};
 	std::byte *ptrs[3] = {vals.data, idx.data, in.data};
 	const auto rows = make_iter<3>(vals.ndim, shape, strides, esz, ptrs);
-	if (rows.numel == 0 || k == 0)
+	if (rows.numel == 0)
 		return std::nullopt;
 	const int64_t vstep = vals.ndim ? vals.strides[dim] * static_cast<int64_t>(es) : 0;
 	const int64_t istep = vals.ndim ? idx.strides[dim] * static_cast<int64_t>(sizeof(int64_t)) : 0;

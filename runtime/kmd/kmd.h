@@ -19,6 +19,8 @@
 // Timeouts are absolute CLOCK_MONOTONIC nanoseconds (now_ns() + delta).
 #pragma once
 
+#include "syncobj_pool.h"
+
 #include <neuron/cmd.h>
 
 #include <atomic>
@@ -216,13 +218,18 @@ private:
 		std::map<uint64_t, uint32_t> pending; // point -> binary syncobj carrying the job's status
 		std::map<uint64_t, int> status;       // reaped points that failed (bounded)
 	};
+	int reap_locked(Timeline &tl, uint64_t point);
+	// Every timeline's finished jobs, before the syncobj pool grows (so it
+	// grows only with the jobs really in flight at once).
+	void reap_finished_locked();
 
 	KmdDevice &dev_;
 	int fd_;
 	std::string name_;
-	std::mutex mutex_; // guards timelines_
+	std::mutex mutex_; // guards timelines_, syncobj_key_ and syncobjs_
 	std::map<uint64_t, Timeline> timelines_; // (type << 32 | index)
 	std::map<uint32_t, uint64_t> syncobj_key_;
+	SyncobjPool syncobjs_; // the file's timelines and status syncobjs
 };
 
 // --- the device (controller) ------------------------------------------------

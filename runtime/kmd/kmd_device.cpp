@@ -227,7 +227,15 @@ std::unique_ptr<KmdContext> KmdDevice::adopt_context(int fd, const std::string &
 		::close(fd);
 		fail(EINVAL, "adopting context '" + name + "': the descriptor is not a file of " + path_);
 	}
-	return std::unique_ptr<KmdContext>(new KmdContext(*this, fd, name));
+	std::unique_ptr<KmdContext> ctx(new KmdContext(*this, fd, name));
+	// The earlier neurond's timelines and job statuses, free for this one's
+	// jobs (its jobs ended with its engine; a DMA job still running signals its
+	// own fence, not the syncobj).
+	{
+		std::lock_guard lock(ctx->mutex_);
+		ctx->syncobjs_.reclaim_kept();
+	}
+	return ctx;
 }
 
 void KmdDevice::set_core_mask(const KmdContext &ctx, uint64_t core_mask)
@@ -245,7 +253,10 @@ void KmdDevice::set_masks(const KmdContext &ctx, uint64_t core_mask, uint64_t dm
 
 // --- KmdContext -------------------------------------------------------------------
 
-KmdContext::KmdContext(KmdDevice &dev, int fd, std::string name) : dev_(dev), fd_(fd), name_(std::move(name)) {}
+KmdContext::KmdContext(KmdDevice &dev, int fd, std::string name)
+	: dev_(dev), fd_(fd), name_(std::move(name)), syncobjs_(fd)
+{
+}
 
 KmdContext::~KmdContext()
 {
@@ -505,13 +516,12 @@ Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const std::byt
 	const uint64_t key = (static_cast<uint64_t>(type) << 32) | index;
 	Timeline &tl = timelines_[key];
 	if (!tl.syncobj) {
-		if (drmSyncobjCreate(fd_, 0, &tl.syncobj))
-			fail(errno, "creating the timeline syncobj of " + what);
+		tl.syncobj = syncobjs_.take("the timeline of " + what);
 		syncobj_key_[tl.syncobj] = key;
 	}
-	uint32_t status = 0;
-	if (drmSyncobjCreate(fd_, 0, &status))
-		fail(errno, "creating a status syncobj for " + what);
+	if (syncobjs_.empty())
+		reap_finished_locked();
+	const uint32_t status = syncobjs_.take("the status of " + what);
 	drm_neuron_sync out[2] = {{tl.syncobj, 0, tl.last + 1}, {status, 0, 0}};
 
 	drm_neuron_submit s{};
@@ -535,7 +545,7 @@ Fence KmdContext::submit(uint32_t type, uint32_t index, std::span<const std::byt
 	}
 	if (drmIoctl(fd_, DRM_IOCTL_NEURON_SUBMIT, &s)) {
 		int err = errno;
-		drmSyncobjDestroy(fd_, status);
+		syncobjs_.give_back(status);
 		fail(err, "submitting " + what);
 	}
 	tl.last += 1;
@@ -552,7 +562,20 @@ int KmdContext::reap(uint32_t syncobj, uint64_t point)
 	if (k == syncobj_key_.end())
 		fail(ENOENT, "waiting on syncobj " + std::to_string(syncobj) + ": not a queue timeline of context '" +
 				     name_ + "'");
-	Timeline &tl = timelines_[k->second];
+	return reap_locked(timelines_[k->second], point);
+}
+
+void KmdContext::reap_finished_locked()
+{
+	for (auto &[key, tl] : timelines_) {
+		uint64_t point = 0;
+		if (!tl.pending.empty() && drmSyncobjQuery(fd_, &tl.syncobj, &point, 1) == 0)
+			reap_locked(tl, point);
+	}
+}
+
+int KmdContext::reap_locked(Timeline &tl, uint64_t point)
+{
 	for (auto it = tl.pending.begin(); it != tl.pending.end() && it->first <= point;) {
 		int sync_fd = -1;
 		int st = 1;
@@ -571,7 +594,7 @@ int KmdContext::reap(uint32_t syncobj, uint64_t point)
 			if (tl.status.size() > kMaxReaped)
 				tl.status.erase(tl.status.begin());
 		}
-		drmSyncobjDestroy(fd_, it->second);
+		syncobjs_.give_back(it->second);
 		it = tl.pending.erase(it);
 	}
 	auto s = tl.status.find(point);

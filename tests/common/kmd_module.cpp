@@ -65,8 +65,8 @@ bool match_kmd_module(const std::vector<std::string> &settings, std::string *err
 	}
 	std::vector<std::string> args = {"insmod", module, "devices=" + devices, "cores=" + cores, "hbm_mib=" + hbm,
 					 "profile=" + profile};
-	if (const char *extra = std::getenv("NEURON_TEST_KMD_MODULE_ARGS"))
-		for (std::string a; const char c : std::string(extra) + " ")
+	if (const char *extra = std::getenv("NEURON_TEST_KMD_MODULE_ARGS")) {
+		for (std::string a; const char c : std::string(extra) + " ") {
 			if (c == ' ') {
 				if (!a.empty())
 					args.push_back(a);
@@ -74,6 +74,8 @@ bool match_kmd_module(const std::vector<std::string> &settings, std::string *err
 			} else {
 				a += c;
 			}
+		}
+	}
 	if (run(args) != 0) {
 		*error = "insmod " + std::string(module) + " devices=" + devices + " cores=" + cores + " hbm_mib=" + hbm +
 			 " profile=" + profile + " failed";

@@ -14,9 +14,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <xf86drm.h>
 
 using namespace dt;
 
@@ -221,6 +223,41 @@ DriverMemory driver_memory_of(pid_t pid)
 	return m;
 }
 
+// The syncobjs in the driver files neurond holds: each file is taken from neurond
+// (pidfd_getfd, the same open file) and its handles are queried upwards from 1
+// (DRM hands out the lowest free handle, so a file's syncobjs sit low; 256 misses
+// in a row end the scan).
+uint64_t driver_syncobjs_of(pid_t pid)
+{
+	// syscall(2): glibc 2.36's <sys/pidfd.h> lacks extern "C" (its wrappers do
+	// not link from C++).
+	const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+	cr_assert(pidfd >= 0, "pidfd_open(%d): %s", (int)pid, strerror(errno));
+	uint64_t count = 0;
+	for (const std::string &path : fdinfo_files(pid)) {
+		std::ifstream f(path);
+		const std::string info((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+		if (info.find("drm-driver:\tneuron") == std::string::npos)
+			continue;
+		const int fd = static_cast<int>(
+			syscall(SYS_pidfd_getfd, pidfd, std::stoi(std::filesystem::path(path).filename().string()), 0));
+		if (fd < 0)
+			continue; // closed since the listing
+		for (uint32_t h = 1, misses = 0; misses < 256; ++h) {
+			uint64_t point = 0;
+			if (drmSyncobjQuery(fd, &h, &point, 1) == 0) {
+				++count;
+				misses = 0;
+			} else {
+				++misses;
+			}
+		}
+		::close(fd);
+	}
+	::close(pidfd);
+	return count;
+}
+
 // How long the compute jobs of the driver files neurond holds have run, in ns: the
 // sum of the driver's fdinfo keys drm-engine-core<N> (it grows as each job ends).
 // DMA queues are left out: an in-place command's undo record is copied by a DMA
@@ -308,12 +345,14 @@ DAEMON_TEST(restart, kmd_interrupted_in_place_command_runs_exactly_once)
 // by each new neurond (it has no mapping of the old one) and the old import is
 // closed (its handle is in the journal): the files hold no more host memory after
 // two restarts than before, and no more HBM (the chain-state BO of a command a
-// kill interrupted is freed too). Without closing the imports the files held
+// kill interrupted is freed too), and no more syncobjs than the jobs in flight
+// at once need (the new neurond reuses the kept files' ones). Without closing the imports the files held
 // 73728 KiB of host BOs after two restarts instead of 24576; without freeing the
 // chain-state BOs, 8 KiB more HBM.
 DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 {
 	constexpr uint64_t kBytes = 4 << 20;
+	constexpr uint64_t kSyncobjSlack = 3; // see the assertion
 	Tenant t;
 	t.open("kept-files", 0, 0);
 	if (!neuron::test::daemon_runs_kmd(t.client)) {
@@ -349,6 +388,7 @@ DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 	run(t.core, sm);
 	use("before the restarts");
 	const DriverMemory before = driver_memory_of(neurond_child());
+	const uint64_t syncobjs_before = driver_syncobjs_of(neurond_child());
 	cr_assert(before.host_kib >= kBytes / 1024, "fdinfo shows %llu KiB of host BOs, the buffer alone is %llu",
 		  (unsigned long long)before.host_kib, (unsigned long long)(kBytes / 1024));
 	for (int round = 0; round < 2; ++round) {
@@ -379,6 +419,20 @@ DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 		     (unsigned long long)before.host_kib, (unsigned long long)after.host_kib);
 	cr_assert_eq(after.hbm_kib, before.hbm_kib, "HBM BOs in neurond's driver files: %llu KiB before, %llu after",
 		     (unsigned long long)before.hbm_kib, (unsigned long long)after.hbm_kib);
+	// Syncobjs: each new neurond takes over the ones of the kept files
+	// (runtime/kmd/syncobj_pool.h) instead of making its own beside them.
+	// Without that, each kill left the files' queue timelines (at least 2: a
+	// core's and a DMA queue's) and the status syncobjs of the softmax's
+	// unreaped jobs behind: 4 before, 14 after, under TCG. With it, the files
+	// hold a few more only when the jobs in flight at once after a restart
+	// outnumber those before (the pool grows to the most in flight): 6 -> 7.
+	// The slack (3) stays below the 4 that two restarts' timelines alone leak.
+	const uint64_t syncobjs_after = driver_syncobjs_of(neurond_child());
+	cr_log_info("syncobjs in neurond's driver files: %llu -> %llu", (unsigned long long)syncobjs_before,
+		    (unsigned long long)syncobjs_after);
+	cr_assert(syncobjs_after <= syncobjs_before + kSyncobjSlack,
+		  "syncobjs in neurond's driver files: %llu before two restarts, %llu after",
+		  (unsigned long long)syncobjs_before, (unsigned long long)syncobjs_after);
 	NEURON_OK_OR_FAIL(neuron_host_free(hb));
 	t.close();
 }

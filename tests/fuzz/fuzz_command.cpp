@@ -78,6 +78,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	// ones, where the fuzzer spends its time, and skip the rest to keep it fast.
 	if (kernels::command_work(cmd) > (1u << 22))
 		return 0;
+	if (verbose) // what a crash input runs: opcode, then each operand's shape and strides
+		for (int i = 0; i < cmd.num_operands; ++i) {
+			const neuron_tensor_desc &t = cmd.operands[i];
+			std::fprintf(stderr, "%s operand %d: dtype %d ndim %d sizes/strides", kernels::op_name(cmd.opcode), i,
+				     t.dtype, t.ndim);
+			for (int d = 0; d < t.ndim && d < NEURON_MAX_DIMS; ++d)
+				std::fprintf(stderr, " %lld/%lld", (long long)t.sizes[d], (long long)t.strides[d]);
+			std::fprintf(stderr, "\n");
+		}
 	auto f = kernels::execute(cmd, std::span(ops.views.data(), cmd.num_operands), 1);
 	if (verbose)
 		std::fprintf(stderr, "executed %s: %s\n", kernels::op_name(cmd.opcode), f ? f->message.c_str() : "ok");

@@ -173,6 +173,14 @@ Test(semantics, descriptor_fields)
 		c.operands[k].strides[0] = int64_t{1} << 42;
 	}
 	bad(c, OPND, "2^62", "extent overflow");
+	// A dim of size 1 adds nothing to the extent, so only this bound keeps its
+	// stride in bytes within int64 (the fuzzer's sort with a size-1 dim).
+	c = add_cmd();
+	for (int k = 0; k < 3; ++k) {
+		c.operands[k].sizes[0] = 1;
+		c.operands[k].strides[0] = (int64_t{1} << 56) + 1;
+	}
+	bad(c, OPND, "exceeds 2^56", "stride of a size-1 dim");
 	c = add_cmd();
 	c.operands[0].addr = UINT64_MAX - 3;
 	bad(c, OPND, "overflows 64 bits", "addr + extent");

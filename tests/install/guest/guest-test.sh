@@ -161,6 +161,11 @@ check systemctl_restart systemctl restart neurond.service
 check restart_new_process sh -c "[ \"$(main_pid)\" != \"$pid_before\" ] && [ \"\$(systemctl is-active neurond.service)\" = active ]"
 check restart_backend_kmd backend_is_kmd alice
 check restart_demo_works as_user alice neuron-demo --size 64
+# Tenants alive across SIGKILLs of neurond: PyTorch training on kmd, the state in
+# systemd's fd store (torch_restart_check.py).
+t0=$(date +%s)
+check restart_kill9_torch_training_bit_identical "$VENV/bin/python" "$T/torch_restart_check.py"
+echo "# the PyTorch restart check took $(($(date +%s) - t0))s"
 
 step "upgrade to the rebuilt newer version"
 sed -i 's/^#log-level = info$/log-level = info/' /etc/neuron/neurond.conf

@@ -1,0 +1,128 @@
+"""The install test's restart-with-tenants-alive check (issue 12) on the packaged
+stack: systemd runs neurond (--keep-state, its state in the unit's fd store) on the
+kmd backend. Two tenants train as user alice, a small transformer (AdamW) and an MLP
+(SGD with momentum), while neurond is killed with SIGKILL twice (`systemctl kill`;
+systemd restarts it, Restart=on-failure). Both finish, and both loss curves are
+bit-identical (hex floats) to an uninterrupted run of the same two: device memory,
+optimizer state and queued work survived, and every command ran exactly once.
+tests/torch/test_restart.py is the same check on emu with neurond's own supervisor.
+
+Run as root (it kills neurond); prints what differed and exits 1 on failure.
+"""
+import subprocess
+import sys
+import time
+
+PYTHON = sys.executable
+STEPS = 16
+KILL_AT = (5, 11)  # after these steps' losses of the transformer arrived
+
+TRAIN = r"""
+import sys, torch
+import torch.nn as nn
+import torch.nn.functional as F
+kind, seed = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(seed)
+g = torch.Generator().manual_seed(seed + 1)
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=64, d=32, t=16):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(t, d) * 0.02)
+        self.block, self.ln, self.head = Block(d, 4), nn.LayerNorm(d), nn.Linear(d, vocab)
+    def forward(self, idx):
+        return self.head(self.ln(self.block(self.tok(idx) + self.pos[: idx.shape[1]])))
+
+if kind == "lm":
+    model = TinyLM().to("neuron")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+else:
+    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 10)).to("neuron")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+for step in range(%d):
+    if kind == "lm":
+        idx = torch.randint(0, 64, (4, 17), generator=g)
+        x, y = idx[:, :-1].to("neuron"), idx[:, 1:].to("neuron")
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    else:
+        x = torch.randn(16, 32, generator=g).to("neuron")
+        y = torch.randint(0, 10, (16,), generator=g).to("neuron")
+        loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    print(float(loss).hex(), flush=True)
+""" % STEPS
+TENANTS = (("lm", 0), ("mlp", 1))
+
+
+def main_pid():
+    out = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", "neurond.service"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    return int(out or 0)
+
+
+def kill_neurond():
+    """SIGKILL, then waits until systemd runs a new neurond (Type=notify: active
+    once it has adopted the kept state and said READY=1)."""
+    victim = main_pid()
+    assert victim, "neurond.service has no main process"
+    subprocess.run(["systemctl", "kill", "--signal=KILL", "neurond.service"], check=True)
+    for _ in range(600):
+        now = main_pid()
+        active = subprocess.run(["systemctl", "is-active", "-q", "neurond.service"]).returncode == 0
+        if now and now != victim and active:
+            return
+        time.sleep(0.1)
+    raise AssertionError("systemd did not restart neurond within 60 s")
+
+
+def train(kill):
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/alice"}
+    procs = [subprocess.Popen(["runuser", "-u", "alice", "--", PYTHON, "-c", TRAIN, kind, str(seed)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for kind, seed in TENANTS]
+    losses, kills = [], 0
+    for line in procs[0].stdout:
+        losses.append(line.strip())
+        if kill and len(losses) in KILL_AT:
+            kill_neurond()
+            kills += 1
+    curves = [losses]
+    for q in procs[1:]:
+        out, _ = q.communicate(timeout=900)
+        curves.append(out.split())
+    for (kind, seed), q in zip(TENANTS, procs):
+        if q.wait(900) != 0:
+            sys.exit(f"tenant {kind}/{seed} exited with {q.returncode}: {q.stderr.read()[-600:]}")
+    return curves, kills
+
+
+def main():
+    ref, _ = train(kill=False)
+    got, kills = train(kill=True)
+    assert kills == len(KILL_AT), f"{kills} kills, the transformer printed {len(got[0])} losses"
+    for (kind, seed), r, g in zip(TENANTS, ref, got):
+        assert len(r) == STEPS and len(g) == STEPS, f"{kind}/{seed}: {len(r)} and {len(g)} steps"
+        diverged = [i for i in range(STEPS) if r[i] != g[i]]
+        assert not diverged, (f"{kind}/{seed}: losses differ from step {diverged[0]}: uninterrupted "
+                              f"{float.fromhex(r[diverged[0]])}, with kills {float.fromhex(g[diverged[0]])}")
+    print(f"two tenants trained {STEPS} steps through {kills} SIGKILLs of neurond under systemd; "
+          "both loss curves bit-identical to the uninterrupted run")
+
+
+if __name__ == "__main__":
+    main()

@@ -92,7 +92,7 @@ def kill_neurond():
 
 
 def train(kill):
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/alice"}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/home/alice"}  # runuser is in sbin
     procs = [subprocess.Popen(["runuser", "-u", "alice", "--", PYTHON, "-c", TRAIN, kind, str(seed)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for kind, seed in TENANTS]
     losses, kills = [], 0

@@ -194,11 +194,6 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 		v.ndim = d.ndim;
 		std::copy(std::begin(d.sizes), std::end(d.sizes), v.sizes);
 		std::copy(std::begin(d.strides), std::end(d.strides), v.strides);
-		// An empty operand's strides are not bounded by any extent; a kernel that
-		// walks it over a non-empty space (a reduction over a dim of size 0)
-		// scales them by sizes. It reads nothing through them: zero them.
-		if (*extent == 0)
-			std::fill(std::begin(v.strides), std::end(v.strides), int64_t(0));
 		ranges[k] = {p.key, *extent};
 		out->bytes[k] = *extent;
 	}

@@ -213,6 +213,11 @@ std::unique_ptr<Tenant> Tenant::adopt(const state::Tenant &s, backend::DeviceBac
 	t->ctx_->programs().reserve(s.next_program_id());
 	for (const auto &p : s.programs())
 		t->adopt_program(p, store, problems);
+	// Before the first queue runs (and makes buffers of its own): the kept files'
+	// buffers that nothing above claimed were the old neurond's, made an instant
+	// before it died, or its commands' chain state.
+	if (const std::string closed = t->ctx_->close_unclaimed(); !closed.empty())
+		NLOG_INFO("state.unclaimed_closed", t->log_fields() + " closed=" + quoted(closed));
 	for (const auto &q : s.queues())
 		t->adopt_queue(q, store, journal, problems);
 	return t;
@@ -233,10 +238,12 @@ void Tenant::adopt_queue(const state::Queue &s, FdStore &store, StateJournal &jo
 			close(undo);
 		return;
 	}
-	// The old neurond's buffer for the command it was running (kmd: chain state):
-	// the command runs again from its start with a new one.
+	// The old neurond's buffer for the command it was running (kmd: chain state)
+	// went with the unclaimed ones (Tenant::adopt); the command runs again from its
+	// start with a new one.
 	if (progress->scratch) {
-		ctx_->drop_scratch(s.device(), progress->scratch);
+		NLOG_INFO("state.scratch_closed", log_fields() + " queue=" + std::to_string(s.id()) +
+							  " handle=" + std::to_string(progress->scratch));
 		progress->scratch = 0;
 	}
 	const QueueKind kind = s.kind() == 2 ? QueueKind::Dma : QueueKind::Core;

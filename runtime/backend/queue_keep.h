@@ -39,8 +39,9 @@ struct QueueProgress {
 	uint32_t faulted;   // 1 once the queue faulted
 	// A buffer the backend made for the command in flight (kmd: the handle of its
 	// chain-state BO in the tenant's driver file), or 0. Set after it is made and
-	// cleared before it is freed, so a new neurond that finds it set closes a buffer
-	// the old one leaked (TenantContext::drop_scratch), never another.
+	// cleared before it is freed. A new neurond frees it with every other buffer
+	// the journal does not name (TenantContext::close_unclaimed); this record only
+	// lets its log say which command's buffer it was.
 	uint32_t scratch;
 	uint64_t pad1[4];
 };

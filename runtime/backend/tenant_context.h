@@ -79,9 +79,11 @@ public:
 	// holds its BOs), or none (emu: its memory lies in the kept HBM memfd). The
 	// context keeps ownership; the daemon hands copies to its supervisor.
 	virtual std::vector<int> kept_files() const { return {}; }
-	// Restart survival: a buffer the backend made for one command of this tenant on
-	// `device`, which a restart interrupted (QueueProgress::scratch): freed.
-	virtual void drop_scratch(uint32_t, uint32_t) {}
+	// Restart survival, once the journal's allocations, host buffers and programs
+	// are adopted and before any queue is: frees whatever else the kept files hold
+	// (kmd: BOs the neurond before made but had not recorded when it died, and the
+	// chain-state buffers of the commands it was running) and says what, or "".
+	virtual std::string close_unclaimed() { return {}; }
 	// Restart survival: host buffer `handle` again from its kept memfd, as
 	// register_host; `earlier` are its HostRegion::handles under the neurond before
 	// (kmd: its imports into the kept files, closed here once imported again).

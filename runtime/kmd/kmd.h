@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -176,6 +177,16 @@ public:
 	// GEM_CLOSE of a handle this process never mapped (restart survival: an
 	// earlier neurond's import in an adopted file).
 	void close_handle(uint32_t handle);
+	// Restart survival: closes every BO of this file whose handle is not in
+	// `claimed` (what the journal named and was adopted) and returns them: BOs an
+	// earlier neurond made and died before it recorded. Handles are found by
+	// probing (BO_INFO); see the definition for why the probe finds them all.
+	struct ClosedBo {
+		uint32_t handle = 0;
+		uint64_t size = 0;
+		bool device = false; // HBM, else a host BO
+	};
+	std::vector<ClosedBo> close_unclaimed(const std::set<uint32_t> &claimed);
 
 	// Queues a DMA job (copies run in order, in the kernel) on DMA queue q,
 	// after `waits`. Returns the job's point on that queue's timeline.

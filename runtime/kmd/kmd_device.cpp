@@ -448,6 +448,37 @@ void KmdContext::close_handle(uint32_t handle)
 		fail(errno, "closing handle " + std::to_string(handle) + " of context '" + name_ + "'");
 }
 
+std::vector<KmdContext::ClosedBo> KmdContext::close_unclaimed(const std::set<uint32_t> &claimed)
+{
+	// DRM gives a new BO the lowest free handle (drm_gem_handle_create_tail:
+	// idr_alloc(..., 1, 0)), so an unrecorded BO, made an instant before the kill,
+	// took a handle at most one above the highest live then; the claimed ones and
+	// the few made unrecorded are all the live ones. So a scan that goes on
+	// until kMisses handles in a row past the highest claimed one are free finds
+	// every BO of the file. The file is not in use meanwhile (adoption runs before
+	// its queues are attached), so no BO appears or goes during the scan.
+	constexpr uint32_t kMisses = 1024;
+	const uint32_t highest = claimed.empty() ? 0 : *claimed.rbegin();
+	std::vector<ClosedBo> closed;
+	for (uint32_t h = 1, misses = 0; h <= highest || misses < kMisses; ++h) {
+		drm_neuron_bo_info i{};
+		i.handle = h;
+		if (drmIoctl(fd_, DRM_IOCTL_NEURON_BO_INFO, &i)) {
+			if (errno != ENOENT)
+				fail(errno, "BO_INFO of handle " + std::to_string(h) + " in context '" + name_ + "'");
+			if (h > highest)
+				++misses;
+			continue;
+		}
+		misses = 0;
+		if (claimed.count(h))
+			continue;
+		close_handle(h);
+		closed.push_back({h, i.size, (i.bo_flags & DRM_NEURON_BO_DEVICE) != 0});
+	}
+	return closed;
+}
+
 void KmdContext::free(HostBuffer &hb)
 {
 	const size_t len = hb.size;

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <set>
 #include <shared_mutex>
 #include <unistd.h>
 #include <utility>
@@ -87,23 +88,34 @@ backend::Result KmdTenant::adopt_allocation(uint32_t device, uint64_t address, u
 	return std::nullopt;
 }
 
-void KmdTenant::drop_scratch(uint32_t device, uint32_t handle)
+std::string KmdTenant::close_unclaimed()
 {
-	if (device >= contexts_.size() || handle == 0)
-		return;
+	// What the tenant holds now: its allocations (program buffers among them) and
+	// the imports of its host buffers, each a handle in one device's file.
+	std::vector<std::set<uint32_t>> claimed(contexts_.size());
 	{
 		std::shared_lock lock(memory_.mutex);
-		auto it = memory_.device_allocations().find(device);
-		if (it != memory_.device_allocations().end())
-			for (const auto &[address, a] : it->second)
-				if (a.handle == handle)
-					return; // an allocation: never closed here
+		for (const auto &[device, allocations] : memory_.device_allocations())
+			for (const auto &[address, a] : allocations)
+				if (device < claimed.size())
+					claimed[device].insert(a.handle);
+		for (const auto &[handle, imports] : hosts_)
+			for (size_t d = 0; d < imports.size() && d < claimed.size(); ++d)
+				claimed[d].insert(imports[d].handle);
 	}
-	try {
-		contexts_[device]->close_handle(handle);
-	} catch (const Error &) {
-		// Freed already: nothing leaked.
+	std::string said;
+	for (uint32_t d = 0; d < contexts_.size(); ++d) {
+		uint64_t bytes = 0;
+		std::string handles;
+		for (const auto &bo : contexts_[d]->close_unclaimed(claimed[d])) {
+			bytes += bo.size;
+			handles += (handles.empty() ? "" : ",") + std::to_string(bo.handle) + (bo.device ? "" : "(host)");
+		}
+		if (!handles.empty())
+			said += (said.empty() ? "" : "; ") + std::string("device ") + std::to_string(d) + ": BOs " +
+				handles + " (" + std::to_string(bytes) + " bytes)";
 	}
+	return said;
 }
 
 backend::Result KmdTenant::adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &earlier)

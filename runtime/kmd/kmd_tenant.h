@@ -50,7 +50,7 @@ public:
 	std::vector<int> kept_files() const override;
 	// The chain-state BO `handle` of a command the restart interrupted (never one
 	// of the tenant's allocations).
-	void drop_scratch(uint32_t device, uint32_t handle) override;
+	std::string close_unclaimed() override;
 	backend::Result adopt_host(int memfd, uint64_t size, uint32_t handle, const std::vector<uint32_t> &earlier) override;
 	backend::Result free(uint32_t device, uint64_t address) override;
 	backend::Result register_host(int memfd, uint64_t size, uint32_t handle) override;

@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <xf86drm.h>
 
+#include <drm/neuron_accel.h>
+
 using namespace dt;
 
 namespace {
@@ -223,17 +225,14 @@ DriverMemory driver_memory_of(pid_t pid)
 	return m;
 }
 
-// The syncobjs in the driver files neurond holds: each file is taken from neurond
-// (pidfd_getfd, the same open file) and its handles are queried upwards from 1
-// (DRM hands out the lowest free handle, so a file's syncobjs sit low; 256 misses
-// in a row end the scan).
-uint64_t driver_syncobjs_of(pid_t pid)
+// Calls fn with each driver file neurond holds, taken from it (pidfd_getfd: the
+// same open file, so what fn does there is done in neurond's file).
+template <typename Fn> void for_each_driver_file(pid_t pid, Fn fn)
 {
 	// syscall(2): glibc 2.36's <sys/pidfd.h> lacks extern "C" (its wrappers do
 	// not link from C++).
 	const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 	cr_assert(pidfd >= 0, "pidfd_open(%d): %s", (int)pid, strerror(errno));
-	uint64_t count = 0;
 	for (const std::string &path : fdinfo_files(pid)) {
 		std::ifstream f(path);
 		const std::string info((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -243,6 +242,19 @@ uint64_t driver_syncobjs_of(pid_t pid)
 			syscall(SYS_pidfd_getfd, pidfd, std::stoi(std::filesystem::path(path).filename().string()), 0));
 		if (fd < 0)
 			continue; // closed since the listing
+		fn(fd);
+		::close(fd);
+	}
+	::close(pidfd);
+}
+
+// The syncobjs in the driver files neurond holds: each file's handles are queried
+// upwards from 1 (DRM hands out the lowest free handle, so a file's syncobjs sit
+// low; 256 misses in a row end the scan).
+uint64_t driver_syncobjs_of(pid_t pid)
+{
+	uint64_t count = 0;
+	for_each_driver_file(pid, [&](int fd) {
 		for (uint32_t h = 1, misses = 0; misses < 256; ++h) {
 			uint64_t point = 0;
 			if (drmSyncobjQuery(fd, &h, &point, 1) == 0) {
@@ -252,10 +264,27 @@ uint64_t driver_syncobjs_of(pid_t pid)
 				++misses;
 			}
 		}
-		::close(fd);
-	}
-	::close(pidfd);
+	});
 	return count;
+}
+
+// A device BO and a host BO made in every driver file neurond holds, as neurond
+// makes them, without its knowing: what a kill leaves behind when it lands between
+// a BO's creation and its journal entry. Returns the files.
+int plant_unrecorded_bos(pid_t pid, uint64_t device_bytes, uint64_t host_bytes)
+{
+	int files = 0;
+	for_each_driver_file(pid, [&](int fd) {
+		drm_neuron_bo_create dev{};
+		dev.size = device_bytes;
+		dev.flags = DRM_NEURON_BO_DEVICE;
+		drm_neuron_bo_create host{};
+		host.size = host_bytes;
+		cr_assert(drmIoctl(fd, DRM_IOCTL_NEURON_BO_CREATE, &dev) == 0, "BO_CREATE (HBM): %s", strerror(errno));
+		cr_assert(drmIoctl(fd, DRM_IOCTL_NEURON_BO_CREATE, &host) == 0, "BO_CREATE (host): %s", strerror(errno));
+		++files;
+	});
+	return files;
 }
 
 // How long the compute jobs of the driver files neurond holds have run, in ns: the
@@ -345,14 +374,16 @@ DAEMON_TEST(restart, kmd_interrupted_in_place_command_runs_exactly_once)
 // by each new neurond (it has no mapping of the old one) and the old import is
 // closed (its handle is in the journal): the files hold no more host memory after
 // two restarts than before, and no more HBM (the chain-state BO of a command a
-// kill interrupted is freed too), and no more syncobjs than the jobs in flight
-// at once need (the new neurond reuses the kept files' ones). Without closing the imports the files held
+// kill interrupted is freed too, and so are BOs made but not recorded when the
+// kill came), and no more syncobjs than the jobs in flight at once need (the new
+// neurond reuses the kept files' ones). Without closing the imports the files held
 // 73728 KiB of host BOs after two restarts instead of 24576; without freeing the
 // chain-state BOs, 8 KiB more HBM.
 DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 {
 	constexpr uint64_t kBytes = 4 << 20;
 	constexpr uint64_t kSyncobjSlack = 3; // see the assertion
+	constexpr uint64_t kPlantedDevice = 1 << 20, kPlantedHost = 256 << 10;
 	Tenant t;
 	t.open("kept-files", 0, 0);
 	if (!neuron::test::daemon_runs_kmd(t.client)) {
@@ -398,6 +429,13 @@ DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 		submit(t.core, sm);
 		for (int waited = 0; waited < 20000 && driver_compute_busy_ns(daemon) == busy; ++waited)
 			sleep_ms(1);
+		// Before the second kill, BOs neurond made but never recorded (as a kill
+		// between a BO's creation and its journal entry leaves them), in each of
+		// its files: the next neurond closes those of the kept files (the others
+		// close with the dying neurond).
+		if (round == 1)
+			cr_assert(plant_unrecorded_bos(daemon, kPlantedDevice, kPlantedHost) >= 2,
+				  "neurond holds no tenant driver file");
 		kill_neurond();
 		use("after a restart");
 		sync(t.core);
@@ -419,6 +457,10 @@ DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 		     (unsigned long long)before.host_kib, (unsigned long long)after.host_kib);
 	cr_assert_eq(after.hbm_kib, before.hbm_kib, "HBM BOs in neurond's driver files: %llu KiB before, %llu after",
 		     (unsigned long long)before.hbm_kib, (unsigned long long)after.hbm_kib);
+	// Both restarts closed what nothing claimed: the chain-state BO, and the
+	// planted BOs in the second.
+	cr_assert(count_in_log("state.unclaimed_closed") >= 2, "no restart closed unclaimed BOs:\n%s",
+		  lines_in_log({"state.", "warn", "error"}).c_str());
 	// Syncobjs: each new neurond takes over the ones of the kept files
 	// (runtime/kmd/syncobj_pool.h) instead of making its own beside them.
 	// Without that, each kill left the files' queue timelines (at least 2: a

@@ -1,21 +1,28 @@
 """The install test's restart-with-tenants-alive check (issue 12) on the packaged
-stack: systemd runs neurond (--keep-state, its state in the unit's fd store) on the
-kmd backend. Two tenants train as user alice, a small transformer (AdamW) and an MLP
-(SGD with momentum), while neurond is killed with SIGKILL twice (`systemctl kill`;
-systemd restarts it, Restart=on-failure). Both finish, and both loss curves are
-bit-identical (hex floats) to an uninterrupted run of the same two: device memory,
-optimizer state and queued work survived, and every command ran exactly once.
+stack, on the kmd backend (neuron.ko): four tenants train at once as user alice, a
+small transformer (AdamW) and three MLPs (SGD with momentum), while neurond is killed
+with SIGKILL three times; every tenant finishes, and every loss curve is
+bit-identical (hex floats) to an uninterrupted run of the same four: device memory,
+optimizer state and queued work survived, and every command ran exactly once. Twice:
+- under systemd (the unit's --keep-state, its state in the unit's fd store;
+  `systemctl kill --signal=KILL`, Restart=on-failure);
+- without systemd: the units stopped, the packaged neurond run by its own supervisor
+  (--supervise, as on hosts without systemd), its child killed; the units are
+  started again afterwards.
 tests/torch/test_restart.py is the same check on emu with neurond's own supervisor.
 
 Run as root (it kills neurond); prints what differed and exits 1 on failure.
 """
+import os
+import signal
 import subprocess
 import sys
 import time
 
 PYTHON = sys.executable
 STEPS = 16
-KILL_AT = (5, 11)  # after these steps' losses of the transformer arrived
+KILL_AT = (4, 8, 12)  # after these steps' losses of the transformer arrived
+SUPERVISED_SOCKET = "/run/neuron/supervised.sock"
 
 TRAIN = r"""
 import sys, torch
@@ -67,7 +74,7 @@ for step in range(%d):
     opt.step()
     print(float(loss).hex(), flush=True)
 """ % STEPS
-TENANTS = (("lm", 0), ("mlp", 1))
+TENANTS = (("lm", 0), ("mlp", 1), ("mlp", 2), ("mlp", 3))
 
 
 def main_pid():
@@ -76,7 +83,7 @@ def main_pid():
     return int(out or 0)
 
 
-def kill_neurond():
+def systemd_kill():
     """SIGKILL, then waits until systemd runs a new neurond (Type=notify: active
     once it has adopted the kept state and said READY=1)."""
     victim = main_pid()
@@ -91,15 +98,47 @@ def kill_neurond():
     raise AssertionError("systemd did not restart neurond within 60 s")
 
 
-def train(kill):
+def neurond_child(supervisor):
+    try:
+        with open(f"/proc/{supervisor}/task/{supervisor}/children") as f:
+            pids = f.read().split()
+        return int(pids[0]) if pids else None
+    except OSError:
+        return None
+
+
+def answers(socket):
+    """True once a neurond answers on `socket` (as alice: the group may connect)."""
+    return subprocess.run(["runuser", "-u", "alice", "--", "neuron-ls", "--socket", socket],
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, capture_output=True).returncode == 0
+
+
+def supervised_kill(supervisor):
+    """SIGKILL to the supervisor's neurond, then waits until its next one answers."""
+    victim = neurond_child(supervisor)
+    assert victim, "no neurond under the supervisor"
+    os.kill(victim, signal.SIGKILL)
+    for _ in range(600):
+        now = neurond_child(supervisor)
+        if now and now != victim and answers(SUPERVISED_SOCKET):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the supervisor did not restart neurond within 60 s")
+
+
+def train(kill=None, socket=None):
+    """The four tenants at once; `kill` (if any) after the transformer's KILL_AT
+    steps. Returns each tenant's losses (hex floats) and the number of kills."""
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/home/alice"}  # runuser is in sbin
+    if socket:
+        env["NEURON_SOCKET"] = socket
     procs = [subprocess.Popen(["runuser", "-u", "alice", "--", PYTHON, "-c", TRAIN, kind, str(seed)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for kind, seed in TENANTS]
     losses, kills = [], 0
     for line in procs[0].stdout:
         losses.append(line.strip())
         if kill and len(losses) in KILL_AT:
-            kill_neurond()
+            kill()
             kills += 1
     curves = [losses]
     for q in procs[1:]:
@@ -111,17 +150,46 @@ def train(kill):
     return curves, kills
 
 
-def main():
-    ref, _ = train(kill=False)
-    got, kills = train(kill=True)
-    assert kills == len(KILL_AT), f"{kills} kills, the transformer printed {len(got[0])} losses"
+def without_systemd():
+    """The same kills with the units stopped and neurond under its own supervisor;
+    the units run again afterwards, whatever happened."""
+    units = ["neurond.socket", "neurond.service"]
+    subprocess.run(["systemctl", "stop"] + units, check=True)
+    sup = subprocess.Popen(["/usr/sbin/neurond", "--config", "/etc/neuron/neurond.conf", "--supervise", "--socket",
+                            SUPERVISED_SOCKET, "--socket-group", "neuron"], stdout=subprocess.DEVNULL,
+                           stderr=open("/tmp/neurond-supervised.log", "w"))
+    try:
+        for _ in range(600):
+            if answers(SUPERVISED_SOCKET):
+                break
+            assert sup.poll() is None, "neurond --supervise exited: see /tmp/neurond-supervised.log"
+            time.sleep(0.1)
+        else:
+            raise AssertionError("neurond --supervise did not answer within 60 s")
+        return train(lambda: supervised_kill(sup.pid), SUPERVISED_SOCKET)
+    finally:
+        sup.terminate()
+        sup.wait(60)
+        subprocess.run(["systemctl", "start"] + units, check=True)
+
+
+def compare(ref, got, kills, how):
+    assert kills == len(KILL_AT), f"{how}: {kills} kills, the transformer printed {len(got[0])} losses"
     for (kind, seed), r, g in zip(TENANTS, ref, got):
-        assert len(r) == STEPS and len(g) == STEPS, f"{kind}/{seed}: {len(r)} and {len(g)} steps"
+        assert len(r) == STEPS and len(g) == STEPS, f"{how}: {kind}/{seed}: {len(r)} and {len(g)} steps"
         diverged = [i for i in range(STEPS) if r[i] != g[i]]
-        assert not diverged, (f"{kind}/{seed}: losses differ from step {diverged[0]}: uninterrupted "
+        assert not diverged, (f"{how}: {kind}/{seed}: losses differ from step {diverged[0]}: uninterrupted "
                               f"{float.fromhex(r[diverged[0]])}, with kills {float.fromhex(g[diverged[0]])}")
-    print(f"two tenants trained {STEPS} steps through {kills} SIGKILLs of neurond under systemd; "
-          "both loss curves bit-identical to the uninterrupted run")
+
+
+def main():
+    ref, _ = train()
+    got, kills = train(systemd_kill)
+    compare(ref, got, kills, "under systemd")
+    got, kills = without_systemd()
+    compare(ref, got, kills, "under neurond --supervise")
+    print(f"{len(TENANTS)} tenants trained {STEPS} steps through {kills} SIGKILLs of neurond, under systemd and "
+          "under its own supervisor; every loss curve bit-identical to the uninterrupted run")
 
 
 if __name__ == "__main__":

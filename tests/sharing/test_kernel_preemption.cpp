@@ -1,10 +1,10 @@
 // A long tile kernel (<neuron/tile.h>, a TILE_KERNEL node) from a training tenant
 // yields at its loop boundaries: on an inference core lent to the trainer, an
 // inference tenant's small commands complete while the kernel is still running,
-// and the kernel's result is the same bits as the same tile program run whole
+// on both backends (on kmd each step is a compute job, the kernel's state saved
+// in device memory between them), and the kernel's result is the same bits as the same tile program run whole
 // (unpreempted) by the interpreter in this process. Ordering is asserted, not
 // timing (the approach of test_preemption.cpp's program-replay test).
-#include "daemon_backend.h"
 #include "sharing_test.h"
 
 #include "../tile/canonical_kernels.h"
@@ -65,15 +65,6 @@ static void yields_and_stays_exact(const char *threads)
 	d.arg_bytes = bytes.data();
 	d.node_count = 1;
 	d.nodes = &node;
-	if (test::daemon_runs_kmd(train.client)) {
-		// The kmd backend refuses programs for now: the refusal must say why.
-		uint64_t program = 0;
-		cr_assert(neuron_program_register_kernels(train.client, &d, &tile_image, 1, &program) != NEURON_OK,
-			  "kmd registered a kernel program");
-		cr_assert(std::strstr(neuron_last_error(), "kmd backend") != nullptr, "%s", neuron_last_error());
-		return;
-	}
-
 	const uint64_t da = train.alloc(bytes[1]), db = train.alloc(bytes[2]);
 	upload(train.dma, da, args[1].bytes.data(), bytes[1]);
 	upload(train.dma, db, args[2].bytes.data(), bytes[2]);

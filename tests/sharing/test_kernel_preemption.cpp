@@ -114,7 +114,7 @@ static void yields_and_stays_exact(const char *threads)
 		cr_assert(std::memcmp(got.data(), args[0].bytes.data(), bytes[0]) == 0,
 			  "kernel %d's result differs from the unpreempted run", q);
 	}
-	std::printf("inference commands completed while the %lldx%lldx%lld matmul kernel ran: %d of %d\n",
+	std::printf("figure: inference commands completed while the %lldx%lldx%lld matmul kernel ran: %d of %d\n",
 		    (long long)M, (long long)K, (long long)N, done_while_running, kInference);
 	cr_assert_eq(done_while_running, kInference,
 		     "an inference command waited for the whole kernel (a kernel must yield at its loop boundaries)");

@@ -23,7 +23,8 @@ static void down() { stop_daemon(); }
 
 // threads: host threads per core; with 2 the kernel's row-tile loop (affine,
 // independent iterations: runtime/tile/independence.cpp) runs on two lanes, which
-// must yield at their steps and give the bits of the in-order run all the same.
+// must yield at their steps and give the bits of the in-order run all the same
+// (on kmd the loop runs in order, one lane: runtime/kmd/README.md "Tile kernels").
 static void yields_and_stays_exact(const char *threads)
 {
 	start_daemon({"--cores", "2", "--threads-per-core", threads});

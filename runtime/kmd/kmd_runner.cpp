@@ -137,13 +137,17 @@ std::optional<kernels::Fault> begin_kernel(KmdState &s, const InFlight &f, const
 	s.kernel_state_offset = (wire.size() + 63) & ~uint64_t{63};
 	s.kernel_state_bytes = f.plan.tiles > 1 ? tile::Execution::state_bytes(tp) : 0;
 	const uint64_t total = s.kernel_state_offset + s.kernel_state_bytes;
-	KmdTenant &t_ = *s.tenant;
+	KmdTenant &tenant = *s.tenant;
 	try {
-		s.scratch = t_.alloc_scratch(s.device, total);
-		std::shared_lock lock(t_.memory().mutex);
+		s.scratch = tenant.alloc_scratch(s.device, total);
+		// Restart survival, as for chain state: the record names the BO at once.
+		s.progress = ctx.queue.progress();
+		if (s.progress)
+			std::atomic_ref<uint32_t>(s.progress->scratch).store(s.scratch.handle, std::memory_order_release);
+		std::shared_lock lock(tenant.memory().mutex);
 		if (ctx.queue.retired())
 			return std::nullopt; // its first job ends it
-		t_.fill_scratch(s.device, s.scratch, wire);
+		tenant.fill_scratch(s.device, s.scratch, wire);
 	} catch (const Error &e) {
 		return kernels::Fault{NEURON_FAULT_EXEC, "cannot place the tile kernel's program and state (" +
 								 std::to_string(total) + " bytes) in device memory: " +
@@ -161,11 +165,7 @@ std::optional<kernels::Fault> KmdCoreRunner::begin(LogicalCore &, InFlight &f, c
 	s->device = device_;
 	if (f.cmd.opcode == NEURON_OP_TILE_KERNEL) {
 		auto flt = begin_kernel(*s, f, ctx);
-		// Restart survival, as for chain state below.
-		s->progress = s->scratch.handle ? ctx.queue.progress() : nullptr;
-		if (s->progress)
-			std::atomic_ref<uint32_t>(s->progress->scratch).store(s->scratch.handle, std::memory_order_release);
-		f.state = std::move(s);
+		f.state = std::move(s); // its BO, if any, is freed with it
 		return flt;
 	}
 	const uint64_t slot = f.plan.tiles > 1 ? sched::chain_state_bytes(f.cmd, f.plan) : 0;

@@ -50,10 +50,11 @@ struct CheckedKernel {
 // The entry's program and state placed in the job's BOs (program readable, state
 // writable), the program validated for `onchip` (null: the device's profile is
 // unknown, kernels are refused), the node's operands matching its arguments, the
-// step inside the kernel. ops: the command's operands, resolved.
+// step inside the kernel. The operands themselves went through the gate before.
 std::optional<kernels::Fault> check_kernel(const TileJobEntry &e, const gate::MemorySpace &space,
 					   const chip::OnChip *onchip, TileProgramCache &cache, CheckedKernel *out);
-// Runs the step: state loaded (unless step 0), one loop iteration, state stored
+// Runs the step over `ops` (the command's operands, resolved: the kernel's HBM
+// arguments): state loaded (unless step 0), one loop iteration, state stored
 // (unless the kernel ended). Lanes: none (the step runs in order on one thread).
 std::optional<kernels::Fault> run_kernel(const TileJobEntry &e, const CheckedKernel &k, const gate::Operands &ops);
 

@@ -7,8 +7,10 @@
 // (gate/admit.h) against that list: every byte an operand can reach must lie
 // inside one device BO the job declared readable (inputs) or writable (outputs),
 // the only memory of the submitting file the engine may touch; a tile job's
-// chain-state region likewise, writable. All commands are checked before the
-// first one runs, so a bad job changes nothing.
+// chain-state region likewise, writable; a tile kernel's program (readable) and
+// saved state (writable), the program validated by the engine (kernel_job.h).
+// All commands are checked before the first one runs, so a bad job changes
+// nothing.
 #include "kernel_job.h"
 #include "kmd.h"
 #include "tile_job.h"
@@ -292,8 +294,9 @@ int KmdEngine::run_job(std::span<const std::byte> payload, std::span<const Engin
 		return fail(0, 0, {NEURON_FAULT_BAD_OPERAND, why});
 	const JobBoSpace space(bos, hbm_, hbm_size_, opt_.address_base);
 	std::vector<CheckedEntry> checked(entries.size());
+	const chip::OnChip *onchip = opt_.onchip ? &*opt_.onchip : nullptr;
 	for (size_t i = 0; i < entries.size(); ++i)
-		if (auto f = check_entry(entries[i], space, opt_.onchip ? &*opt_.onchip : nullptr, *programs_, &checked[i]))
+		if (auto f = check_entry(entries[i], space, onchip, *programs_, &checked[i]))
 			return fail(static_cast<uint32_t>(i), entries[i].cmd.user_tag, std::move(*f));
 	const int threads = std::max(1, std::min<int>(opt_.threads_per_job, static_cast<int>(header.threads)));
 	// The tiles of one job are of different chains (or different commands): they

@@ -83,8 +83,6 @@ std::string Tenant::build_program(const api::Program &source, program::Descripti
 			desc->onchip = profile->onchip;
 		why = program::validate(*desc, out);
 	}
-	if (why.empty() && !desc->tile_images.empty())
-		why = devices_.tile_kernels_unsupported();
 	return why;
 }
 

@@ -73,9 +73,6 @@ public:
 	uint32_t device_count() const { return static_cast<uint32_t>(slots_.size()); }
 	uint32_t core_count(uint32_t device) const { return slots_.at(device).cores; }
 	virtual DeviceInfo describe(uint32_t device) const = 0;
-	// Why this backend does not run tile programs (TILE_KERNEL nodes, <neuron/tile.h>),
-	// or "" if it does: a program that holds one is refused with this reason.
-	virtual std::string tile_kernels_unsupported() const { return {}; }
 
 	// Scheduling state of a device's NeuronCores (pooled) and of its DMA engine.
 	sched::CoreScheduler &cores(uint32_t device) { return *slots_.at(device).cores_sched; }

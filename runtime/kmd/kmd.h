@@ -21,6 +21,7 @@
 
 #include "syncobj_pool.h"
 
+#include <chip/profile.h>
 #include <neuron/cmd.h>
 
 #include <atomic>
@@ -325,11 +326,16 @@ struct KmdEngineOptions {
 	// daemon says so for the files of tenants that are gone, whose queued jobs
 	// the kernel still hands over; skipping them returns their memory sooner).
 	std::function<bool(uint64_t client_id)> cancelled;
+	// The device's on-chip memories, which tile kernels (TILE_KERNEL entries) are
+	// validated for; none: they are refused.
+	std::optional<chip::OnChip> onchip;
 };
 
 struct EngineStats {
 	uint64_t jobs = 0, commands = 0, failed = 0, late = 0; // late: completed after the kernel timed it out
 };
+
+class TileProgramCache; // kernel_job.h
 
 class KmdEngine {
 public:
@@ -368,6 +374,7 @@ private:
 	mutable std::mutex mutex_;
 	EngineStats stats_;
 	std::string last_error_;
+	std::unique_ptr<TileProgramCache> programs_; // tile kernels' programs, validated
 };
 
 } // namespace neuron::kmd

@@ -4,6 +4,7 @@
 #include "kmd_tenant.h"
 
 #include <chip/device.h> // kDeviceAddressBase
+#include <chip/profile.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -30,6 +31,10 @@ KmdDeviceSlot::KmdDeviceSlot(const Node &node, int threads_per_job) : path_(node
 	opt.address_base = chip::kDeviceAddressBase;
 	opt.on_fault = [this](const EngineJobFault &f) { record_fault(f); };
 	opt.cancelled = [this](uint64_t client_id) { return cancelled(client_id); };
+	// Tile kernels are validated for the profile the driver reports, the one the
+	// daemon validates programs for at registration (describe()).
+	if (const auto profile = chip::find_profile(info_.profile_name))
+		opt.onchip = profile->onchip;
 	engine_ = std::make_unique<KmdEngine>(node.path, opt);
 	info_ = device_->refresh_info(); // engine_attached now
 }

@@ -79,14 +79,9 @@ public:
 
 	const char *name() const override { return "kmd"; }
 	// A program's nodes are ordinary commands once bound (sched/engine.cpp
-	// materialises each), so replays run as compute jobs like any command. A tile
-	// program keeps its on-chip memory from one loop step to the next, which a
-	// job of the engine does not carry yet.
-	std::string tile_kernels_unsupported() const override
-	{
-		return "the kmd backend does not run tile kernels yet (TILE_KERNEL nodes keep the core's on-chip "
-		       "memory between steps, which the driver's jobs do not carry); run them on --backend emu";
-	}
+	// materialises each), so replays run as compute jobs like any command; a tile
+	// kernel's steps too, its program and saved state in a BO of the command
+	// (kernel_job.h).
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
 	// Restart survival (daemon/README.md "kmd."): tenants' driver files are kept

@@ -7,8 +7,11 @@
 // (gate/admit.h) against that list: every byte an operand can reach must lie
 // inside one device BO the job declared readable (inputs) or writable (outputs),
 // the only memory of the submitting file the engine may touch; a tile job's
-// chain-state region likewise, writable. All commands are checked before the
-// first one runs, so a bad job changes nothing.
+// chain-state region likewise, writable; a tile kernel's program (readable) and
+// saved state (writable), the program validated by the engine (kernel_job.h).
+// All commands are checked before the first one runs, so a bad job changes
+// nothing.
+#include "kernel_job.h"
 #include "kmd.h"
 #include "tile_job.h"
 
@@ -90,9 +93,11 @@ struct CheckedEntry {
 	gate::Operands ops;
 	sched::TilePlan plan;
 	std::byte *state = nullptr;
+	CheckedKernel kernel; // a TILE_KERNEL step
 };
 
-std::optional<kernels::Fault> check_entry(const TileJobEntry &e, const JobBoSpace &space, CheckedEntry *out)
+std::optional<kernels::Fault> check_entry(const TileJobEntry &e, const JobBoSpace &space, const chip::OnChip *onchip,
+					  TileProgramCache &programs, CheckedEntry *out)
 {
 	if (auto f = gate::check_command(e.cmd))
 		return f;
@@ -101,8 +106,10 @@ std::optional<kernels::Fault> check_entry(const TileJobEntry &e, const JobBoSpac
 							     "order is the scheduler's (or the job's in-fences)"};
 	if (auto f = gate::resolve(e.cmd, false, space, &out->ops))
 		return f;
-	if (e.flags & ~kChainPartials)
+	if (e.flags & ~(kChainPartials | kTileKernel))
 		return kernels::Fault{NEURON_FAULT_BAD_OPERAND, "tile job entry flags " + gate::hex(e.flags) + " are unknown"};
+	if (e.cmd.opcode == NEURON_OP_TILE_KERNEL || (e.flags & kTileKernel))
+		return check_kernel(e, space, onchip, programs, &out->kernel);
 	if (e.tile == kWholeCommand)
 		return std::nullopt;
 	out->plan = sched::plan_tiles(e.cmd, e.budget(), 1);
@@ -132,6 +139,8 @@ std::optional<kernels::Fault> run_entry(const TileJobEntry &e, const CheckedEntr
 {
 	if (e.cmd.opcode == NEURON_OP_NOP)
 		return std::nullopt;
+	if (e.flags & kTileKernel)
+		return run_kernel(e, c.kernel, c.ops);
 	if (e.tile == kWholeCommand)
 		return kernels::execute(e.cmd, std::span(c.ops.views.data(), e.cmd.num_operands), threads);
 	const uint64_t chains = c.plan.tiles / sched::chain_length(c.plan);
@@ -174,7 +183,8 @@ uint32_t errno_to_fault(int err)
 	}
 }
 
-KmdEngine::KmdEngine(const std::string &path, KmdEngineOptions options) : path_(path), opt_(std::move(options))
+KmdEngine::KmdEngine(const std::string &path, KmdEngineOptions options)
+	: path_(path), opt_(std::move(options)), programs_(std::make_unique<TileProgramCache>())
 {
 	fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
 	if (fd_ < 0)
@@ -284,8 +294,9 @@ int KmdEngine::run_job(std::span<const std::byte> payload, std::span<const Engin
 		return fail(0, 0, {NEURON_FAULT_BAD_OPERAND, why});
 	const JobBoSpace space(bos, hbm_, hbm_size_, opt_.address_base);
 	std::vector<CheckedEntry> checked(entries.size());
+	const chip::OnChip *onchip = opt_.onchip ? &*opt_.onchip : nullptr;
 	for (size_t i = 0; i < entries.size(); ++i)
-		if (auto f = check_entry(entries[i], space, &checked[i]))
+		if (auto f = check_entry(entries[i], space, onchip, *programs_, &checked[i]))
 			return fail(static_cast<uint32_t>(i), entries[i].cmd.user_tag, std::move(*f));
 	const int threads = std::max(1, std::min<int>(opt_.threads_per_job, static_cast<int>(header.threads)));
 	// The tiles of one job are of different chains (or different commands): they

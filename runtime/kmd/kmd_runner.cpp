@@ -8,6 +8,8 @@
 #include <backend/queue.h>
 #include <gate/admit.h>
 #include <sched/chain_partials.h>
+#include <program/program.h>
+#include <tile/execution.h>
 
 #include <geometry.h>
 #include <neuron/futex.h>
@@ -30,12 +32,15 @@ using sched::RunContext;
 namespace {
 
 // What a command's jobs share on this backend: the device memory that holds its
-// chains' state between jobs (none for commands whose chains carry nothing).
+// chains' state between jobs (none for commands whose chains carry nothing), or
+// a tile kernel's program and saved state (kernel_job.h).
 struct KmdState final : sched::RunnerState {
 	KmdTenant *tenant = nullptr;
 	uint32_t device = 0;
 	DeviceBuffer scratch; // handle 0: none
 	uint64_t slot_bytes = 0, chains = 0;
+	bool kernel = false;                         // TILE_KERNEL: scratch = program, then state
+	uint64_t program_bytes = 0, kernel_state_offset = 0, kernel_state_bytes = 0;
 	backend::QueueProgress *progress = nullptr; // the queue's kept record (restart survival), or null
 	~KmdState() override
 	{
@@ -114,11 +119,55 @@ void add_bos(const neuron_cmd &cmd, const gate::Operands &ops, std::vector<JobBo
 
 // --- NeuronCore ------------------------------------------------------------------
 
+namespace {
+
+// A TILE_KERNEL node: one BO of the tenant's file holds its tile program (the
+// wire form, which the engine validates) and, for a kernel of several steps,
+// the state it saves between them (cursor, SBUF/PSUM bytes it uses). The program
+// goes in once, by DMA, before the first job.
+std::optional<kernels::Fault> begin_kernel(KmdState &s, const InFlight &f, const RunContext &ctx)
+{
+	const uint64_t t = static_cast<uint64_t>(f.cmd.iscalars[0]);
+	if (!f.program || t >= f.program->tiles.size())
+		return kernels::Fault{NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program"};
+	const tile::TileProgram &tp = *f.program->tiles[t];
+	const std::vector<std::byte> wire = tile::serialize(tp.arg_bytes, tp.insns);
+	s.kernel = true;
+	s.program_bytes = wire.size();
+	s.kernel_state_offset = (wire.size() + 63) & ~uint64_t{63};
+	s.kernel_state_bytes = f.plan.tiles > 1 ? tile::Execution::state_bytes(tp) : 0;
+	const uint64_t total = s.kernel_state_offset + s.kernel_state_bytes;
+	KmdTenant &tenant = *s.tenant;
+	try {
+		s.scratch = tenant.alloc_scratch(s.device, total);
+		// Restart survival, as for chain state: the record names the BO at once.
+		s.progress = ctx.queue.progress();
+		if (s.progress)
+			std::atomic_ref<uint32_t>(s.progress->scratch).store(s.scratch.handle, std::memory_order_release);
+		std::shared_lock lock(tenant.memory().mutex);
+		if (ctx.queue.retired())
+			return std::nullopt; // its first job ends it
+		tenant.fill_scratch(s.device, s.scratch, wire);
+	} catch (const Error &e) {
+		return kernels::Fault{NEURON_FAULT_EXEC, "cannot place the tile kernel's program and state (" +
+								 std::to_string(total) + " bytes) in device memory: " +
+								 e.what()};
+	}
+	return std::nullopt;
+}
+
+} // namespace
+
 std::optional<kernels::Fault> KmdCoreRunner::begin(LogicalCore &, InFlight &f, const RunContext &ctx)
 {
 	auto s = std::make_unique<KmdState>();
 	s->tenant = &tenant_of(ctx.queue);
 	s->device = device_;
+	if (f.cmd.opcode == NEURON_OP_TILE_KERNEL) {
+		auto flt = begin_kernel(*s, f, ctx);
+		f.state = std::move(s); // its BO, if any, is freed with it
+		return flt;
+	}
 	const uint64_t slot = f.plan.tiles > 1 ? sched::chain_state_bytes(f.cmd, f.plan) : 0;
 	if (slot) {
 		s->slot_bytes = slot;
@@ -168,7 +217,17 @@ Outcome run_job(KmdBackend &backend, uint32_t device, uint32_t core, const InFli
 	TileJobWriter job(threads);
 	for (TileJobEntry &e : entries) {
 		e.cmd.wait = {}; // honoured by the gate at admission
-		if (s.scratch.handle) {
+		if (s.kernel) {
+			const uint64_t at = KmdTenant::address_of(s.scratch);
+			e.flags |= kTileKernel;
+			e.program_address = at;
+			e.program_bytes = s.program_bytes;
+			if (s.kernel_state_bytes) {
+				e.state_address = at + s.kernel_state_offset;
+				e.state_slot_bytes = s.kernel_state_bytes;
+				e.state_chains = 1;
+			}
+		} else if (s.scratch.handle) {
 			e.state_address = KmdTenant::address_of(s.scratch);
 			e.state_slot_bytes = s.slot_bytes;
 			e.state_chains = s.chains;

@@ -78,6 +78,9 @@ public:
 	// charged to the tenant's file, not visible as an allocation. Throws kmd::Error
 	// (ENODEV once the tenant is released).
 	DeviceBuffer alloc_scratch(uint32_t device, uint64_t size);
+	// Its first bytes.size() bytes, by DMA (kmd_scratch_fill.cpp); with the
+	// TenantMemory lock held, as context(). Throws kmd::Error.
+	void fill_scratch(uint32_t device, const DeviceBuffer &b, std::span<const std::byte> bytes);
 	// No-op once the tenant is released (closing its files freed the buffer).
 	void free_scratch(uint32_t device, const DeviceBuffer &b);
 	// Tenant-visible address of a BO's first byte (the emu layout: 0 is never valid).

@@ -11,6 +11,9 @@
 //    tile to run (or the whole command), and where the chain's state lies in
 //    device memory (sched/chain_partials.h), so chains that carry partial results
 //    across tiles split on this backend exactly as in process;
+//    A TILE_KERNEL entry (kTileKernel) runs one step of a tile kernel (a loop
+//    iteration; tile = the step) with the kernel's program and its saved state
+//    (cursor, SBUF/PSUM) in a per-command BO (kernel_job.h);
 //  - a plain array of struct neuron_cmd, each run whole (tests/kmd and other
 //    simple clients of the driver).
 // Either way every command is checked by the gate against the job's BO list
@@ -32,6 +35,7 @@ namespace neuron::kmd {
 inline constexpr uint32_t kTileJobMagic = 0x314a544e; // "NTJ1" (little-endian)
 inline constexpr uint64_t kWholeCommand = ~0ull;
 inline constexpr uint64_t kChainPartials = 1; // TileJobEntry::flags
+inline constexpr uint64_t kTileKernel = 2;    // a TILE_KERNEL step: program_* and state_* name its BO
 
 struct TileJobHeader {
 	uint32_t magic = kTileJobMagic;
@@ -50,6 +54,8 @@ struct TileJobEntry {
 	uint64_t state_address = 0;         // chain-state region (tenant device address), 0: none
 	uint64_t state_slot_bytes = 0;      // per chain
 	uint64_t state_chains = 0;
+	uint64_t program_address = 0;       // kTileKernel: the tile program's wire form (tenant device address)
+	uint64_t program_bytes = 0;
 
 	sched::TileBudget budget() const;
 };

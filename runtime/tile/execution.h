@@ -56,6 +56,19 @@ public:
 	// lane that ran its last iteration.
 	void join();
 
+	// The state a device that keeps nothing between jobs saves to its own memory
+	// when it stops the kernel (kmd: a per-command BO, runtime/kmd/README.md), as a
+	// real core's context switch saves SBUF/PSUM: the cursor (where it stands, its
+	// loop variables, the steps run) and the on-chip bytes the program can touch
+	// (TileProgram::sbuf_bytes_used and psum_bytes_used per partition). state.cpp.
+	static uint64_t state_bytes(const TileProgram &program);
+	// Writes it into `out` (state_bytes() long). Not while forked.
+	void save(std::span<std::byte> out) const;
+	// Reads back what save() wrote, for a fresh execution of the same program
+	// (not forked); "" or why the bytes are not a state of this program (a cursor
+	// the program cannot reach is refused: the engines trust validated positions).
+	std::string load(std::span<const std::byte> in);
+
 private:
 	struct Cursor {
 		size_t pc = 0;

@@ -9,6 +9,11 @@
 #include "daemon_test.h"
 #include "restart_test.h"
 
+#include "../tile/canonical_kernels.h"
+#include "../tile/harness.h"
+
+#include <tile/program.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -476,6 +481,86 @@ DAEMON_TEST(restart, kmd_kept_files_hold_no_stale_handles)
 		  "syncobjs in neurond's driver files: %llu before two restarts, %llu after",
 		  (unsigned long long)syncobjs_before, (unsigned long long)syncobjs_after);
 	NEURON_OK_OR_FAIL(neuron_host_free(hb));
+	t.close();
+}
+
+// kmd: a tile kernel a kill interrupts between its steps (each a compute job, its
+// state in a BO of the tenant's file, runtime/kmd/README.md "Tile kernels") runs
+// again from its start in the new neurond and gives the bits of the program run
+// whole in this process; the interrupted run's BO (program and saved state) is
+// freed (QueueProgress::scratch): the files hold no more HBM afterwards.
+DAEMON_TEST(restart, kmd_interrupted_tile_kernel_runs_again_with_its_bits)
+{
+	Tenant t;
+	t.open("kernel-kill", 0, 0);
+	if (!neuron::test::daemon_runs_kmd(t.client)) {
+		t.close();
+		cr_skip_test("emu keeps a kernel's state in neurond (inflight_commands_run_exactly_once covers programs)");
+	}
+	// 2 x 32 steps of a 128 x 128 x 256 matmul each.
+	constexpr int64_t M = 256, K = 4096, N = 256;
+	std::vector<th::Arg> args{th::Arg(NEURON_DTYPE_F32, M * N), th::Arg(NEURON_DTYPE_F32, M * K),
+				  th::Arg(NEURON_DTYPE_F32, K * N)};
+	const auto a = random_f32(M * K, 21), b = random_f32(K * N, 22);
+	std::memcpy(args[1].bytes.data(), a.data(), a.size() * 4);
+	std::memcpy(args[2].bytes.data(), b.data(), b.size() * 4);
+	const auto insns = tk::matmul(NEURON_DTYPE_F32, M, K, N);
+	const std::vector<uint64_t> bytes = th::sizes_of(args);
+	const std::vector<std::byte> image = neuron::tile::serialize(bytes, insns);
+	const neuron_tile_image tile_image{image.data(), image.size()};
+	neuron_program_node node{};
+	neuron_cmd &c = node.cmd;
+	c.opcode = NEURON_OP_TILE_KERNEL;
+	c.num_operands = 3;
+	for (uint32_t k = 0; k < 3; ++k) {
+		c.operands[k] = desc(0, NEURON_DTYPE_U8, {static_cast<int64_t>(bytes[k])});
+		c.operands[k].mem_space = NEURON_MEM_PROGRAM_ARG;
+		c.operands[k].host_buffer = k;
+	}
+	c.iscalars[1] = 1;
+	node.label = "matmul kernel";
+	neuron_program_desc d{};
+	d.arg_count = 3;
+	d.arg_bytes = bytes.data();
+	d.node_count = 1;
+	d.nodes = &node;
+	uint64_t id = 0;
+	NEURON_OK_OR_FAIL(neuron_program_register_kernels(t.client, &d, &tile_image, 1, &id));
+	const uint64_t dc = dev_alloc(t.client, bytes[0]), da = dev_alloc(t.client, bytes[1]),
+		       db = dev_alloc(t.client, bytes[2]);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	const uint64_t bindings[3] = {dc, da, db};
+	const DriverMemory before = driver_memory_of(neurond_child());
+	// Killed once the kernel's first job ended (the driver's busy time grew).
+	const pid_t daemon = wait_child(-1, 10000);
+	const uint64_t busy = driver_compute_busy_ns(daemon);
+	// A replay's outputs are saved before its first job (backend/queue_keep.h): it
+	// is restored, then run again.
+	auto reruns = [] { return count_in_log("outcome=pure_rerun") + count_in_log("outcome=restored_then_rerun"); };
+	const size_t reruns_before = reruns();
+	uint64_t seq = 0;
+	NEURON_OK_OR_FAIL(neuron_submit_program(t.core, id, bindings, 3, nullptr, &seq));
+	for (int waited = 0; waited < 20000 && driver_compute_busy_ns(daemon) == busy; ++waited)
+		sleep_ms(1);
+	kill_neurond();
+	NEURON_OK_OR_FAIL(neuron_queue_sync(t.core, kWaitNs));
+	cr_assert_eq(reruns(), reruns_before + 1, "the kill did not land inside the kernel: %s",
+		     g_daemon->log_tail().c_str());
+	auto ptrs = th::pointers(args);
+	neuron::tile::run(th::validated(insns, args), ptrs);
+	const std::vector<float> got = download_f32(t.dma, dc, M * N);
+	cr_assert(std::memcmp(got.data(), args[0].bytes.data(), bytes[0]) == 0,
+		  "the kernel run again after the kill differs from the interpreter's bits");
+	// The last run's BO is freed just after its completion is visible: a moment.
+	DriverMemory after = driver_memory_of(neurond_child());
+	for (int waited = 0; waited < 2000 && after.hbm_kib != before.hbm_kib; ++waited) {
+		sleep_ms(1);
+		after = driver_memory_of(neurond_child());
+	}
+	cr_assert_eq(after.hbm_kib, before.hbm_kib, "HBM BOs in neurond's driver files: %llu KiB before, %llu after",
+		     (unsigned long long)before.hbm_kib, (unsigned long long)after.hbm_kib);
+	NEURON_OK_OR_FAIL(neuron_program_release(t.client, id));
 	t.close();
 }
 

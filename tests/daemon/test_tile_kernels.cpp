@@ -1,16 +1,23 @@
 // Tile kernels through neurond (<neuron/tile.h>, TILE_KERNEL nodes of a
 // program): registered once with their program, validated for the device's
 // profile, replayed with one EXEC_PROGRAM whose kernel runs on the simulated
-// core's SBUF/PSUM engines one loop iteration per tile; bad kernels are refused
-// at registration naming the instruction, and a TILE_KERNEL on a ring faults.
+// core's SBUF/PSUM engines one loop iteration per tile (on kmd one compute job
+// per step, the kernel's state saved in device memory between them); bad kernels
+// are refused at registration naming the instruction, and a TILE_KERNEL on a ring
+// faults.
 #include "daemon_backend.h"
 #include "daemon_test.h"
 
 #include "../tile/canonical_kernels.h"
+#include "../tile/harness.h"
 
+#include <tile/execution.h>
 #include <tile/program.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 using namespace dt;
@@ -58,16 +65,6 @@ struct KernelProgram {
 	}
 };
 
-// Tile kernels run on the emu backend only (runtime/kmd/kmd_backend.h says why);
-// on kmd their registration is refused (kmd_refuses_tile_kernels_with_the_reason).
-#define SKIP_ON_KMD(t)                                                                         \
-	do {                                                                                   \
-		if (neuron::test::daemon_runs_kmd((t).client)) {                               \
-			(t).close();                                                           \
-			cr_skip("not on --backend kmd: it does not run tile kernels yet");         \
-		}                                                                              \
-	} while (0)
-
 void expect_refused(neuron_client *c, const KernelProgram &p, const char *needle)
 {
 	uint64_t id = 0;
@@ -82,7 +79,6 @@ DAEMON_TEST(tile_kernels, rmsnorm_replays_match_the_cpu)
 {
 	Tenant t;
 	t.open("tile-rmsnorm");
-	SKIP_ON_KMD(t);
 	const int64_t R = 300, H = 64;
 	const double eps = 1e-6;
 	KernelProgram p({R * H * 4, R * H * 4, H * 4}, tk::rmsnorm(NEURON_DTYPE_F32, R, H, eps));
@@ -117,7 +113,6 @@ DAEMON_TEST(tile_kernels, matmul_kernel_matches_the_cpu)
 {
 	Tenant t;
 	t.open("tile-matmul");
-	SKIP_ON_KMD(t);
 	const int64_t M = 130, K = 200, N = 600;
 	KernelProgram p({M * N * 4, M * K * 4, K * N * 4}, tk::matmul(NEURON_DTYPE_F32, M, K, N));
 	uint64_t id = 0;
@@ -178,19 +173,53 @@ DAEMON_TEST(tile_kernels, tile_kernel_on_a_ring_faults)
 	t.close();
 }
 
-// On --backend kmd a program holding a tile kernel is refused at registration
-// with the reason (after the kernel itself was validated: a bad one is still
-// refused for what is wrong with it).
-DAEMON_TEST(tile_kernels, kmd_refuses_tile_kernels_with_the_reason)
+// A kernel of many steps gives the bits of its program run whole by the
+// interpreter in this process, on both backends: on kmd every step is a compute
+// job that loads the kernel's state (cursor, the SBUF/PSUM bytes it uses) from a
+// BO of the command, runs one loop iteration and stores the state back, so the
+// bits also show that nothing is lost between jobs.
+DAEMON_TEST(tile_kernels, kernels_of_many_steps_give_the_interpreters_bits)
 {
 	Tenant t;
-	t.open("tile-kmd");
-	if (!neuron::test::daemon_runs_kmd(t.client)) {
-		t.close();
-		cr_skip("neurond runs the emu backend, which runs tile kernels");
+	t.open("tile-bits");
+	const bool kmd = neuron::test::daemon_runs_kmd(t.client);
+	const int64_t M = 256 + 13, K = 300, N = 200;
+	std::vector<th::Arg> args{th::Arg(NEURON_DTYPE_F32, M * N), th::Arg(NEURON_DTYPE_F32, M * K),
+				  th::Arg(NEURON_DTYPE_F32, K * N)};
+	const auto a = random_f32(M * K, 7), b = random_f32(K * N, 8);
+	std::memcpy(args[1].bytes.data(), a.data(), a.size() * 4);
+	std::memcpy(args[2].bytes.data(), b.data(), b.size() * 4);
+	const auto insns = tk::matmul(NEURON_DTYPE_F32, M, K, N);
+	const auto tp = th::validated(insns, args);
+	cr_assert_gt(tp->steps, 4u);
+	KernelProgram p(th::sizes_of(args), insns);
+	uint64_t id = 0;
+	NEURON_OK_OR_FAIL(p.enrol(t.client, &id));
+	const uint64_t dc = dev_alloc(t.client, M * N * 4), da = dev_alloc(t.client, M * K * 4),
+		       db = dev_alloc(t.client, K * N * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	const uint64_t bindings[3] = {dc, da, db};
+	double ms[2] = {0, 0};
+	for (int call = 0; call < 2; ++call) { // the second: the engine's validated program is cached
+		const auto start = std::chrono::steady_clock::now();
+		uint64_t seq = 0;
+		NEURON_OK_OR_FAIL(neuron_submit_program(t.core, id, bindings, 3, nullptr, &seq));
+		sync(t.core);
+		ms[call] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 	}
-	const int64_t R = 300, H = 64;
-	expect_refused(t.client, KernelProgram({R * H * 4, R * H * 4, H * 4}, tk::rmsnorm(NEURON_DTYPE_F32, R, H, 1e-6)),
-		       "the kmd backend does not run tile kernels yet");
+	auto ptrs = th::pointers(args);
+	const auto start = std::chrono::steady_clock::now();
+	neuron::tile::run(tp, ptrs); // in this process: what the kernel costs without jobs or scheduling
+	const double local_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+	const std::vector<float> got = download_f32(t.dma, dc, M * N);
+	cr_assert(std::memcmp(got.data(), args[0].bytes.data(), M * N * 4) == 0,
+		  "the kernel's result differs from the interpreter's bits");
+	// "figure:" lines reach the QEMU suite's console (tests/driver/guest-init-daemon.sh).
+	std::printf("figure: tile kernel %lldx%lldx%lld f32 matmul through neurond --backend %s: %llu steps, %llu state "
+		    "bytes per step, %.1f ms (again %.1f ms); the interpreter in this process %.1f ms\n",
+		    (long long)M, (long long)K, (long long)N, kmd ? "kmd" : "emu", (unsigned long long)tp->steps,
+		    (unsigned long long)neuron::tile::Execution::state_bytes(*tp), ms[0], ms[1], local_ms);
+	NEURON_OK_OR_FAIL(neuron_program_release(t.client, id));
 	t.close();
 }

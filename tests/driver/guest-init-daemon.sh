@@ -72,6 +72,8 @@ if insmod /lib/modules/neuron.ko devices=2 cores=2 hbm_mib=256 job_timeout_ms=20
 		# One line per test is counted; the suite adds a FAIL only when it failed
 		# without a failing test to show for it (a crash, a timeout).
 		echo "# daemon-kmd $s: exit $rc after $(( $(date +%s) - t0 ))s"
+		# Measured figures a test prints ("figure: ..."), pass or fail.
+		grep -a '^figure: ' /tmp/$s.out | sed 's/^/# daemon-'$s': /'
 		if [ "$rc" != 0 ]; then
 			grep -q '^not ok' /tmp/$s.tap || echo "FAIL: daemon-kmd $s suite exited $rc"
 			grep -v '^[[:space:]]*$' /tmp/$s.out | grep -v '^\[----\]   [0-9T:.-]*Z ' | tail -40 | sed 's/^/# daemon-'$s': /'

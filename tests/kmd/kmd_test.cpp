@@ -6,6 +6,12 @@
 // Each test runs in a forked child. Prints "PASS: kmd_<name>" / "FAIL: kmd_<name>"
 // (reasons on "# " lines) and finally "# kmd_test: N passed, N failed".
 #include <kmd.h>
+#include <tile_job.h>
+
+#include <tile/execution.h>
+#include <tile/program.h>
+
+#include "../tile/canonical_kernels.h"
 
 #include <xf86drm.h>
 #include <drm/neuron_accel.h>
@@ -698,6 +704,90 @@ TEST(unprivileged_controller_refused)
 	std::vector<float> s(1024, 3.0f);
 	upload(*ctx, b, s.data(), 4096);
 	CHECK(download_f32(*ctx, b, 1024)[7] == 3.0f);
+}
+
+// A tile kernel through the engine one step per job (kernel_job.h): its program
+// and its saved state (cursor, SBUF/PSUM) in one BO, nothing kept by the engine
+// between jobs (each step on another core), the result the bits of the program
+// run whole in this process; and the contract's refusals: a corrupted program, a
+// step the saved state is not at, a multi-step kernel asked to run whole.
+TEST(tile_kernel_steps_through_saved_state)
+{
+	KmdDevice dev(kMinor);
+	KmdEngineOptions eo;
+	eo.onchip = neuron::chip::find_profile("trn2")->onchip;
+	eo.on_fault = [](const EngineJobFault &f) { std::printf("#   fault %u: %s\n", f.code, f.reason.c_str()); };
+	KmdEngine engine(kPath, eo);
+	auto ctx = dev.create_context("kernel", 0);
+	const int64_t M = 128 + 5, K = 256, N = 64;
+	const std::vector<uint64_t> arg_bytes{M * N * 4, M * K * 4, K * N * 4};
+	const auto insns = tk::matmul(NEURON_DTYPE_F32, M, K, N);
+	auto p = std::make_shared<neuron::tile::TileProgram>();
+	CHECK(neuron::tile::validate(*eo.onchip, arg_bytes, insns, p.get()).empty());
+	CHECK(p->steps > 2, "%llu steps", static_cast<unsigned long long>(p->steps));
+	const std::vector<std::byte> wire = neuron::tile::serialize(arg_bytes, insns);
+	const uint64_t state_off = (wire.size() + 63) & ~uint64_t{63};
+	const uint64_t state_bytes = neuron::tile::Execution::state_bytes(*p);
+	DeviceBuffer bo = ctx->alloc_device(state_off + state_bytes);
+	upload(*ctx, bo, wire.data(), wire.size());
+	auto a = randf(M * K, 3), b = randf(K * N, 4);
+	DeviceBuffer dc = ctx->alloc_device(arg_bytes[0]), da = ctx->alloc_device(arg_bytes[1]),
+		     db = ctx->alloc_device(arg_bytes[2]);
+	upload(*ctx, da, a.data(), arg_bytes[1]);
+	upload(*ctx, db, b.data(), arg_bytes[2]);
+	TileJobEntry e{};
+	neuron_cmd &c = e.cmd;
+	c.opcode = NEURON_OP_TILE_KERNEL;
+	c.num_operands = 3;
+	const uint64_t addr[3] = {dc.device_addr, da.device_addr, db.device_addr};
+	for (int k = 0; k < 3; ++k)
+		c.operands[k] = desc(addr[k], {static_cast<int64_t>(arg_bytes[k])}, NEURON_DTYPE_U8);
+	c.iscalars[1] = 1;
+	c.iscalars[2] = static_cast<int64_t>(p->steps);
+	e.flags = kTileKernel;
+	e.program_address = bo.device_addr;
+	e.program_bytes = wire.size();
+	e.state_address = bo.device_addr + state_off;
+	e.state_slot_bytes = state_bytes;
+	e.state_chains = 1;
+	const std::vector<JobBo> bos{{dc.handle, false, true}, {da.handle, true, false}, {db.handle, true, false},
+				     {bo.handle, true, true}};
+	const uint32_t cores = dev.info().num_cores;
+	auto run = [&](TileJobEntry entry, uint32_t core) {
+		TileJobWriter w(1);
+		w.add(entry);
+		const std::vector<std::byte> payload = w.bytes();
+		return ctx->wait(ctx->compute(core, std::span<const std::byte>(payload), bos), deadline_after_ms(kWaitMs));
+	};
+	for (uint64_t s = 0; s < p->steps; ++s) {
+		e.tile = s;
+		const int r = run(e, static_cast<uint32_t>(s % cores));
+		CHECK(r == 0, "step %llu: %s", static_cast<unsigned long long>(s), std::strerror(-r));
+	}
+	std::vector<float> want(M * N);
+	std::byte *args[3] = {reinterpret_cast<std::byte *>(want.data()), reinterpret_cast<std::byte *>(a.data()),
+			      reinterpret_cast<std::byte *>(b.data())};
+	neuron::tile::run(p, std::span<std::byte *const>(args, 3));
+	const auto got = download_f32(*ctx, dc, M * N);
+	CHECK(std::memcmp(got.data(), want.data(), want.size() * 4) == 0, "the stepped kernel differs from one run");
+	std::printf("#   %llu steps, %llu state bytes per step, %zu program bytes\n",
+		    static_cast<unsigned long long>(p->steps), static_cast<unsigned long long>(state_bytes), wire.size());
+
+	// The saved state stands after the last step's predecessor: asking step 1 now
+	// (a state of step steps-1) fails, and nothing runs.
+	e.tile = 1;
+	CHECK(run(e, 0) == -EIO);
+	// Multi-step kernels never run whole.
+	TileJobEntry whole = e;
+	whole.tile = kWholeCommand;
+	CHECK(run(whole, 0) == -EINVAL);
+	// A corrupted program (one instruction's operand count) is refused by validation.
+	std::vector<std::byte> broken = wire;
+	broken[sizeof(neuron_tile_program_header) + 3 * 8 + 2] = std::byte{9};
+	upload(*ctx, bo, broken.data(), broken.size());
+	e.tile = 0;
+	CHECK(run(e, 0) == -EINVAL);
+	CHECK(engine.last_error().empty(), "%s", engine.last_error().c_str());
 }
 
 } // namespace

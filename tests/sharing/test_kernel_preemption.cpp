@@ -1,10 +1,10 @@
 // A long tile kernel (<neuron/tile.h>, a TILE_KERNEL node) from a training tenant
 // yields at its loop boundaries: on an inference core lent to the trainer, an
 // inference tenant's small commands complete while the kernel is still running,
-// and the kernel's result is the same bits as the same tile program run whole
+// on both backends (on kmd each step is a compute job, the kernel's state saved
+// in device memory between them), and the kernel's result is the same bits as the same tile program run whole
 // (unpreempted) by the interpreter in this process. Ordering is asserted, not
 // timing (the approach of test_preemption.cpp's program-replay test).
-#include "daemon_backend.h"
 #include "sharing_test.h"
 
 #include "../tile/canonical_kernels.h"
@@ -23,7 +23,8 @@ static void down() { stop_daemon(); }
 
 // threads: host threads per core; with 2 the kernel's row-tile loop (affine,
 // independent iterations: runtime/tile/independence.cpp) runs on two lanes, which
-// must yield at their steps and give the bits of the in-order run all the same.
+// must yield at their steps and give the bits of the in-order run all the same
+// (on kmd the loop runs in order, one lane: runtime/kmd/README.md "Tile kernels").
 static void yields_and_stays_exact(const char *threads)
 {
 	start_daemon({"--cores", "2", "--threads-per-core", threads});
@@ -65,15 +66,6 @@ static void yields_and_stays_exact(const char *threads)
 	d.arg_bytes = bytes.data();
 	d.node_count = 1;
 	d.nodes = &node;
-	if (test::daemon_runs_kmd(train.client)) {
-		// The kmd backend refuses programs for now: the refusal must say why.
-		uint64_t program = 0;
-		cr_assert(neuron_program_register_kernels(train.client, &d, &tile_image, 1, &program) != NEURON_OK,
-			  "kmd registered a kernel program");
-		cr_assert(std::strstr(neuron_last_error(), "kmd backend") != nullptr, "%s", neuron_last_error());
-		return;
-	}
-
 	const uint64_t da = train.alloc(bytes[1]), db = train.alloc(bytes[2]);
 	upload(train.dma, da, args[1].bytes.data(), bytes[1]);
 	upload(train.dma, db, args[2].bytes.data(), bytes[2]);
@@ -123,7 +115,7 @@ static void yields_and_stays_exact(const char *threads)
 		cr_assert(std::memcmp(got.data(), args[0].bytes.data(), bytes[0]) == 0,
 			  "kernel %d's result differs from the unpreempted run", q);
 	}
-	std::printf("inference commands completed while the %lldx%lldx%lld matmul kernel ran: %d of %d\n",
+	std::printf("figure: inference commands completed while the %lldx%lldx%lld matmul kernel ran: %d of %d\n",
 		    (long long)M, (long long)K, (long long)N, done_while_running, kInference);
 	cr_assert_eq(done_while_running, kInference,
 		     "an inference command waited for the whole kernel (a kernel must yield at its loop boundaries)");

@@ -28,13 +28,17 @@ struct View {
 	int ndim;
 	int64_t sizes[NEURON_TILE_MAX_DIMS];
 	int64_t bstride[NEURON_TILE_MAX_DIMS];
+	// Every element's address is a multiple of its size. Tiles may sit at any byte
+	// of SBUF/PSUM (an f32 tile after an odd number of bf16 elements does), and
+	// only aligned ones may be read and written in place as their C++ type.
+	bool aligned;
 };
 
 size_t esize(uint8_t dt) { return dt == NEURON_DTYPE_BF16 || dt == NEURON_DTYPE_F16 ? 2 : 4; }
 
 View resolve(const neuron_tile_ap &a, const Env &env)
 {
-	View v{nullptr, a.dtype, a.ndim, {1, 1, 1, 1}, {0, 0, 0, 0}};
+	View v{nullptr, a.dtype, a.ndim, {1, 1, 1, 1}, {0, 0, 0, 0}, false};
 	const int64_t es = static_cast<int64_t>(esize(a.dtype));
 	const int64_t off = evaluate(a.offset, env.iv);
 	for (int d = 0; d < a.ndim; ++d) {
@@ -54,6 +58,9 @@ View resolve(const neuron_tile_ap &a, const Env &env)
 	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
 		if (v.sizes[d] == 1)
 			v.bstride[d] = 0;
+	v.aligned = reinterpret_cast<uintptr_t>(v.data) % static_cast<uintptr_t>(es) == 0;
+	for (int d = 0; d < NEURON_TILE_MAX_DIMS; ++d)
+		v.aligned = v.aligned && v.bstride[d] % es == 0;
 	return v;
 }
 
@@ -112,7 +119,7 @@ void store(const View &v, std::byte *p, int64_t i, const float *src, int64_t n)
 // size-1 dim has stride 0; with n == 1 only its first element is read).
 bool in_place(const View &v, int64_t n)
 {
-	return v.dtype == NEURON_DTYPE_F32 && (v.bstride[v.ndim - 1] == 4 || n == 1);
+	return v.dtype == NEURON_DTYPE_F32 && v.aligned && (v.bstride[v.ndim - 1] == 4 || n == 1);
 }
 
 // Elements [i, i + m) of an input row of n as f32: in place, or converted into buf
@@ -122,7 +129,7 @@ const float *input(const View &v, const std::byte *p, int64_t i, int64_t m, int6
 	if (in_place(v, n))
 		return reinterpret_cast<const float *>(p) + i;
 	if (v.dtype == NEURON_DTYPE_F32 && v.bstride[v.ndim - 1] == 0) {
-		std::fill(buf, buf + m, *reinterpret_cast<const float *>(p));
+		std::fill(buf, buf + m, kernels::ld<float>(p));
 		return buf;
 	}
 	load(buf, v, p, i, m);
@@ -400,7 +407,7 @@ std::vector<float> dense(const View &v)
 // place as a row-major f32 matrix, or 0 if it cannot.
 int64_t row_major_f32_ld(const View &v, int64_t rows, int64_t cols)
 {
-	if (v.dtype != NEURON_DTYPE_F32 || (cols > 1 && v.bstride[1] != 4))
+	if (v.dtype != NEURON_DTYPE_F32 || !v.aligned || (cols > 1 && v.bstride[1] != 4))
 		return 0;
 	if (rows == 1)
 		return cols; // the row stride is never used
@@ -420,7 +427,7 @@ void matmul(const neuron_tile_insn &in, const Env &env)
 	const int64_t K = st.sizes[0], M = st.sizes[1], N = mv.sizes[1];
 	const float beta = (in.flags & NEURON_TILE_ACCUMULATE) ? 1.0f : 0.0f; // 0: old PSUM bytes (NaN too) ignored
 	const int64_t ldc = row_major_f32_ld(o, M, N);
-	if (ldc && kernels::detail::packed_gemm_suits(M, N, K)) {
+	if (ldc && st.aligned && mv.aligned && kernels::detail::packed_gemm_suits(M, N, K)) {
 		const auto mat = [](const View &v, int64_t rows, int64_t cols) {
 			const int64_t es = static_cast<int64_t>(esize(v.dtype));
 			return Mat{v.data, v.dtype, rows, cols, v.bstride[0] / es, v.bstride[1] / es, static_cast<size_t>(es)};

@@ -11,8 +11,7 @@
 
 #include "../tile/canonical_kernels.h"
 #include "../tile/harness.h"
-
-#include <tile/program.h>
+#include "../tile/kernel_program.h"
 
 #include <cerrno>
 #include <csignal>
@@ -505,27 +504,10 @@ DAEMON_TEST(restart, kmd_interrupted_tile_kernel_runs_again_with_its_bits)
 	std::memcpy(args[1].bytes.data(), a.data(), a.size() * 4);
 	std::memcpy(args[2].bytes.data(), b.data(), b.size() * 4);
 	const auto insns = tk::matmul(NEURON_DTYPE_F32, M, K, N);
-	const std::vector<uint64_t> bytes = th::sizes_of(args);
-	const std::vector<std::byte> image = neuron::tile::serialize(bytes, insns);
-	const neuron_tile_image tile_image{image.data(), image.size()};
-	neuron_program_node node{};
-	neuron_cmd &c = node.cmd;
-	c.opcode = NEURON_OP_TILE_KERNEL;
-	c.num_operands = 3;
-	for (uint32_t k = 0; k < 3; ++k) {
-		c.operands[k] = desc(0, NEURON_DTYPE_U8, {static_cast<int64_t>(bytes[k])});
-		c.operands[k].mem_space = NEURON_MEM_PROGRAM_ARG;
-		c.operands[k].host_buffer = k;
-	}
-	c.iscalars[1] = 1;
-	node.label = "matmul kernel";
-	neuron_program_desc d{};
-	d.arg_count = 3;
-	d.arg_bytes = bytes.data();
-	d.node_count = 1;
-	d.nodes = &node;
+	const th::KernelProgram kernel(th::sizes_of(args), insns);
+	const std::vector<uint64_t> &bytes = kernel.bytes;
 	uint64_t id = 0;
-	NEURON_OK_OR_FAIL(neuron_program_register_kernels(t.client, &d, &tile_image, 1, &id));
+	NEURON_OK_OR_FAIL(kernel.enrol(t.client, &id));
 	const uint64_t dc = dev_alloc(t.client, bytes[0]), da = dev_alloc(t.client, bytes[1]),
 		       db = dev_alloc(t.client, bytes[2]);
 	upload_f32(t.dma, da, a);

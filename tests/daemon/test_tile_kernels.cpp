@@ -10,6 +10,7 @@
 
 #include "../tile/canonical_kernels.h"
 #include "../tile/harness.h"
+#include "../tile/kernel_program.h"
 
 #include <tile/execution.h>
 #include <tile/program.h>
@@ -26,44 +27,7 @@ TestSuite(tile_kernels, .init = daemon_up, .fini = daemon_down, .timeout = 100);
 
 namespace {
 
-neuron_tensor_desc arg_bytes_of(uint32_t index, uint64_t bytes)
-{
-	neuron_tensor_desc d = desc(0, NEURON_DTYPE_U8, {static_cast<int64_t>(bytes)});
-	d.mem_space = NEURON_MEM_PROGRAM_ARG;
-	d.host_buffer = index;
-	return d;
-}
-
-// A program of one TILE_KERNEL node running `insns` over arguments of `bytes`;
-// the first `outputs` are written.
-struct KernelProgram {
-	std::vector<uint64_t> bytes;
-	std::vector<std::byte> image;
-	neuron_tile_image tile{};
-	neuron_program_node node{};
-	neuron_program_desc desc{};
-
-	KernelProgram(std::vector<uint64_t> arg_bytes, const std::vector<neuron_tile_insn> &insns, int outputs = 1)
-		: bytes(std::move(arg_bytes)), image(neuron::tile::serialize(bytes, insns))
-	{
-		tile = {image.data(), image.size()};
-		neuron_cmd &c = node.cmd;
-		c.opcode = NEURON_OP_TILE_KERNEL;
-		c.num_operands = static_cast<uint8_t>(bytes.size());
-		for (size_t k = 0; k < bytes.size(); ++k)
-			c.operands[k] = arg_bytes_of(static_cast<uint32_t>(k), bytes[k]);
-		c.iscalars[1] = outputs;
-		node.label = "kernel";
-		desc.arg_count = static_cast<uint32_t>(bytes.size());
-		desc.arg_bytes = bytes.data();
-		desc.node_count = 1;
-		desc.nodes = &node;
-	}
-	neuron_status enrol(neuron_client *c, uint64_t *id) const
-	{
-		return neuron_program_register_kernels(c, &desc, &tile, 1, id);
-	}
-};
+using th::KernelProgram;
 
 void expect_refused(neuron_client *c, const KernelProgram &p, const char *needle)
 {

@@ -9,6 +9,7 @@
 
 #include "../tile/canonical_kernels.h"
 #include "../tile/harness.h"
+#include "../tile/kernel_program.h"
 
 #include <tile/program.h>
 
@@ -46,26 +47,8 @@ static void yields_and_stays_exact(const char *threads)
 	args[1].fill_random(rng);
 	args[2].fill_random(rng);
 	const auto insns = tk::matmul(NEURON_DTYPE_F32, M, K, N);
-	std::vector<uint64_t> bytes = th::sizes_of(args);
-	const std::vector<std::byte> image = tile::serialize(bytes, insns);
-	const neuron_tile_image tile_image{image.data(), image.size()};
-	neuron_program_node node{};
-	neuron_cmd &c = node.cmd;
-	c.opcode = NEURON_OP_TILE_KERNEL;
-	c.num_operands = 3;
-	for (uint32_t k = 0; k < 3; ++k) { // the kernel's arguments: u8, exactly the declared sizes
-		const int64_t size = static_cast<int64_t>(bytes[k]);
-		c.operands[k] = neuron_desc_contiguous(0, NEURON_DTYPE_U8, 1, &size);
-		c.operands[k].mem_space = NEURON_MEM_PROGRAM_ARG;
-		c.operands[k].host_buffer = k;
-	}
-	c.iscalars[1] = 1; // one output: argument 0
-	node.label = "matmul kernel";
-	neuron_program_desc d{};
-	d.arg_count = 3;
-	d.arg_bytes = bytes.data();
-	d.node_count = 1;
-	d.nodes = &node;
+	const th::KernelProgram kernel(th::sizes_of(args), insns);
+	const std::vector<uint64_t> &bytes = kernel.bytes;
 	const uint64_t da = train.alloc(bytes[1]), db = train.alloc(bytes[2]);
 	upload(train.dma, da, args[1].bytes.data(), bytes[1]);
 	upload(train.dma, db, args[2].bytes.data(), bytes[2]);
@@ -73,7 +56,7 @@ static void yields_and_stays_exact(const char *threads)
 	uint64_t replay[2] = {0, 0};
 	for (int q = 0; q < 2; ++q) {
 		uint64_t program = 0;
-		cr_assert(neuron_program_register_kernels(train.client, &d, &tile_image, 1, &program) == NEURON_OK,
+		cr_assert(kernel.enrol(train.client, &program) == NEURON_OK,
 			  "register: %s", neuron_last_error());
 		const uint64_t bindings[3] = {dout[q], da, db};
 		cr_assert(neuron_submit_program(train.cores[q], program, bindings, 3, nullptr, &replay[q]) == NEURON_OK);

@@ -87,8 +87,9 @@ void set_error(api::Response &resp, api::ErrorCode code, const std::string &mess
 	resp.mutable_error()->set_message(message);
 }
 
-CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceLoadOf inference)
-	: io_(io), lookup_(std::move(lookup)), runner_(io, std::move(inference))
+CollectiveGroups::CollectiveGroups(boost::asio::io_context &io, backend::DeviceBackend &devices, TenantLookup lookup,
+				   InferenceLoadOf inference)
+	: io_(io), lookup_(std::move(lookup)), runner_(io, devices, std::move(inference))
 {
 }
 
@@ -120,9 +121,6 @@ std::string CollectiveGroups::check_join(const Tenant &channel, const api::Colle
 		       " is not a tenant of the calling process (a member joins for its own process's tenant)";
 	if (!t->context())
 		return "tenant " + std::to_string(req.tenant_id()) + " has no device context";
-	if (!t->context()->memory_addressable())
-		return "this neurond's backend keeps device memory where neurond cannot address it (kmd: driver buffers); "
-		       "collective groups need --backend emu for now";
 	*member = t;
 	return {};
 }
@@ -332,6 +330,10 @@ void CollectiveGroups::copied(uint64_t group_id, uint32_t from, uint32_t to, int
 		return break_group(g, api::ERROR_INVALID_ARGUMENT,
 				   "point-to-point from rank " + std::to_string(from) + " to rank " + std::to_string(to) +
 					   " moved no data: rank " + std::to_string(bad_rank) + "'s buffer was refused: " + error);
+	if (!error.empty())
+		return break_group(g, api::ERROR_INTERNAL,
+				   "point-to-point from rank " + std::to_string(from) + " to rank " + std::to_string(to) +
+					   " failed on the device: " + error);
 	for (uint32_t r : {from, to}) {
 		Member &m = *g.members[r];
 		if (m.p2p_left > 0 && --m.p2p_left == 0) {
@@ -453,8 +455,10 @@ void CollectiveGroups::finished(uint64_t group_id, int bad_rank, const std::stri
 		Member &m = *g.members[r];
 		m.arrived.reset();
 		api::Response resp;
-		if (bad_rank < 0)
+		if (bad_rank < 0 && error.empty())
 			resp.mutable_ok();
+		else if (bad_rank < 0) // the device failed it: the receive buffers hold what they hold
+			set_error(resp, api::ERROR_INTERNAL, what + " failed on the device: " + error);
 		else if (static_cast<uint32_t>(bad_rank) == r)
 			set_error(resp, api::ERROR_INVALID_ARGUMENT, what + ": " + error);
 		else

@@ -30,8 +30,10 @@ public:
 	// Finds a live, greeted tenant by id (null if none): the owner of the members.
 	using TenantLookup = std::function<const Tenant *(uint64_t tenant_id)>;
 
-	// inference: what the runner yields to (collective_run.h).
-	CollectiveGroups(boost::asio::io_context &io, TenantLookup lookup, InferenceLoadOf inference);
+	// devices: whose mover moves the data; inference: what the runner yields to
+	// (collective_run.h).
+	CollectiveGroups(boost::asio::io_context &io, backend::DeviceBackend &devices, TenantLookup lookup,
+			 InferenceLoadOf inference);
 	~CollectiveGroups();
 
 	void join(const Tenant &channel, const api::CollectiveJoin &req, Reply reply);

@@ -1,7 +1,6 @@
 #include "collective_run.h"
 
 #include <kernels/collective.h>
-#include <neuron/cmd.h>
 
 #include <neuron/futex.h>
 #include <sched/thread_priority.h>
@@ -27,10 +26,12 @@ uint64_t element_size(uint32_t dtype) { return collective_element_size(dtype); }
 
 // Yields to inference between chunks (collective_run.h): while an inference
 // tenant has work pending on one of the collective's devices, waits, at most
-// kMaxYieldNs per chunk.
+// kMaxYieldNs per chunk. The mover's queued work goes on meanwhile (kmd: at most
+// the chunk before), so the device's cores and DMA serve the inference command.
 class Pacer {
 public:
-	Pacer(const InferenceLoadOf &load, std::vector<uint32_t> devices) : load_(load), devices_(std::move(devices))
+	Pacer(const InferenceLoadOf &load, std::vector<uint32_t> devices, backend::CollectiveMover &mover)
+		: load_(load), devices_(std::move(devices)), mover_(mover)
 	{
 		std::sort(devices_.begin(), devices_.end());
 		devices_.erase(std::unique(devices_.begin(), devices_.end()), devices_.end());
@@ -38,6 +39,7 @@ public:
 
 	void between_chunks() const
 	{
+		mover_.step_done();
 		if (!load_)
 			return;
 		const uint64_t start = detail::monotonic_ns();
@@ -56,19 +58,33 @@ private:
 	}
 	const InferenceLoadOf &load_;
 	std::vector<uint32_t> devices_;
+	backend::CollectiveMover &mover_;
 };
 
-// memmove in chunks with the pacer between them; back to front when the
+// One operand region of one member, bound in the mover.
+struct Side {
+	int id = -1;
+	const backend::TenantContext *ctx = nullptr;
+	uint32_t device = 0;
+	uint64_t address = 0;
+	// Whether [address + a, +n) and other's [address + b, +n) may share bytes.
+	bool same_memory(const Side &other) const { return ctx == other.ctx && device == other.device; }
+};
+
+// A copy in chunks with the pacer between them; back to front when the
 // destination overlaps the source from above (as memmove itself would).
-void copy_paced(std::byte *dst, const std::byte *src, uint64_t n, const Pacer &pacer)
+void copy_paced(backend::CollectiveMover &mover, const Side &dst, uint64_t dst_offset, const Side &src,
+		uint64_t src_offset, uint64_t n, const Pacer &pacer)
 {
-	if (dst == src)
+	const uint64_t to = dst.address + dst_offset, from = src.address + src_offset;
+	if (n == 0 || (dst.same_memory(src) && to == from))
 		return;
-	const bool backward = dst > src && dst < src + n;
-	for (uint64_t done = 0; done < n; done += kChunkBytes) {
-		const uint64_t c = std::min(kChunkBytes, n - done);
+	const bool backward = dst.same_memory(src) && to > from && to < from + n;
+	const uint64_t chunk = mover.chunk_bytes();
+	for (uint64_t done = 0; done < n; done += chunk) {
+		const uint64_t c = std::min(chunk, n - done);
 		const uint64_t at = backward ? n - done - c : done;
-		std::memmove(dst + at, src + at, c);
+		mover.copy(dst.id, dst_offset + at, src.id, src_offset + at, c);
 		pacer.between_chunks();
 	}
 }
@@ -77,12 +93,7 @@ void copy_paced(std::byte *dst, const std::byte *src, uint64_t n, const Pacer &p
 
 uint64_t collective_element_size(uint32_t dtype)
 {
-	switch (dtype) {
-	case NEURON_DTYPE_F32: case NEURON_DTYPE_I32: return 4;
-	case NEURON_DTYPE_BF16: case NEURON_DTYPE_F16: return 2;
-	case NEURON_DTYPE_I64: return 8;
-	default: return 1;
-	}
+	return dtype > 255 ? 1 : std::max<uint64_t>(1, kernels::collective_element_bytes(static_cast<uint8_t>(dtype)));
 }
 
 namespace {
@@ -117,47 +128,44 @@ void extents(const api::CollectiveRun &s, uint32_t world, uint32_t rank, uint64_
 }
 
 struct Resolved {
-	std::byte *in = nullptr;
-	std::byte *out = nullptr;
+	Side in, out;
 };
 
-// The bytes at `address` of one member's device memory, or why not ("" if fine).
-std::string resolve(const CollectiveOperand &m, uint64_t address, uint64_t bytes, const char *what, std::byte **p)
+// Binds one member's region in the mover; "" or why it was refused.
+std::string bind(backend::CollectiveMover &mover, const CollectiveOperand &m, uint64_t address, uint64_t bytes,
+		 const char *what, Side *side)
 {
+	side->ctx = m.ctx.get();
+	side->device = m.device;
+	side->address = address;
 	if (bytes == 0)
 		return {};
-	uint64_t start = 0;
-	const backend::DeviceAllocation *a = m.ctx->memory().find_device(m.device, address, bytes, &start);
-	if (!a)
-		return std::string(what) + " [" + std::to_string(address) + ", +" + std::to_string(bytes) +
-		       ") on device " + std::to_string(m.device) + " is not inside one allocation of this tenant";
-	if (!a->host)
-		return "this neurond's backend keeps device memory where neurond cannot address it (kmd: driver "
-		       "buffers); collective groups need --backend emu for now";
-	*p = a->host + (address - start);
+	if (auto why = mover.bind({m.ctx.get(), m.device, address, bytes}, &side->id); !why.empty())
+		return std::string(what) + " " + why;
 	return {};
 }
 
-void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Resolved> &r, const Pacer &pacer)
+void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Resolved> &r,
+	       backend::CollectiveMover &mover, const Pacer &pacer)
 {
 	const uint64_t es = element_size(s.dtype()), n = s.count(), nb = n * es;
 	const uint8_t dt = static_cast<uint8_t>(s.dtype());
 	const CollectiveReduce red = reduce_of(s.reduce());
 	const uint32_t root = s.root();
-	std::vector<const std::byte *> srcs(world);
+	std::vector<int> srcs(world);
+	for (uint32_t k = 0; k < world; ++k)
+		srcs[k] = r[k].in.id;
 	// out = reduce over ranks of (in_i + offset), in chunks; with copies_to_all,
 	// each reduced chunk is also copied to every other rank's output while it is
 	// still in cache (one pass over memory instead of two: the reduced bytes are
 	// not read back from DRAM).
-	auto reduce_to = [&](std::byte *out, uint64_t in_offset, bool copies_to_all = false) {
-		const uint64_t step = std::max<uint64_t>(1, kChunkBytes / es);
+	auto reduce_to = [&](const Side &out, uint64_t in_offset, bool copies_to_all = false) {
+		const uint64_t step = std::max<uint64_t>(1, mover.chunk_bytes() / es);
 		for (uint64_t i = 0; i < n; i += step) {
 			const uint64_t c = std::min(step, n - i);
-			for (uint32_t k = 0; k < world; ++k)
-				srcs[k] = r[k].in + in_offset + i * es;
-			kernels::collective_reduce(out + i * es, srcs.data(), static_cast<int>(world), c, dt, red);
+			mover.reduce(out.id, i * es, srcs, in_offset + i * es, c, dt, red);
 			for (uint32_t k = 1; copies_to_all && k < world; ++k)
-				std::memmove(r[k].out + i * es, out + i * es, c * es);
+				mover.copy(r[k].out.id, i * es, out.id, i * es, c * es);
 			pacer.between_chunks();
 		}
 	};
@@ -167,23 +175,25 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 		// except at the same offset (in place: that chunk has been read already);
 		// a rank's memory never overlaps another's.
 		bool chunkwise = true;
-		for (uint32_t k = 1; k < world; ++k)
-			chunkwise = chunkwise && (r[k].out == r[k].in || r[k].out + nb <= r[k].in || r[k].in + nb <= r[k].out);
+		for (uint32_t k = 1; k < world; ++k) {
+			const uint64_t o = r[k].out.address, i = r[k].in.address;
+			chunkwise = chunkwise && (o == i || o + nb <= i || i + nb <= o);
+		}
 		reduce_to(r[0].out, 0, chunkwise);
 		for (uint32_t k = 1; !chunkwise && k < world; ++k)
-			copy_paced(r[k].out, r[0].out, nb, pacer);
+			copy_paced(mover, r[k].out, 0, r[0].out, 0, nb, pacer);
 		return;
 	}
 	case api::COLLECTIVE_REDUCE:
 		return reduce_to(r[root].out, 0);
 	case api::COLLECTIVE_BROADCAST:
 		for (uint32_t k = 0; k < world; ++k)
-			copy_paced(r[k].out, r[root].in, nb, pacer);
+			copy_paced(mover, r[k].out, 0, r[root].in, 0, nb, pacer);
 		return;
 	case api::COLLECTIVE_ALL_GATHER:
 		for (uint32_t k = 0; k < world; ++k)
 			for (uint32_t i = 0; i < world; ++i)
-				copy_paced(r[k].out + i * nb, r[i].in, nb, pacer);
+				copy_paced(mover, r[k].out, i * nb, r[i].in, 0, nb, pacer);
 		return;
 	case api::COLLECTIVE_REDUCE_SCATTER:
 		for (uint32_t k = 0; k < world; ++k)
@@ -191,16 +201,16 @@ void move_data(const api::CollectiveRun &s, uint32_t world, const std::vector<Re
 		return;
 	case api::COLLECTIVE_GATHER:
 		for (uint32_t i = 0; i < world; ++i)
-			copy_paced(r[root].out + i * nb, r[i].in, nb, pacer);
+			copy_paced(mover, r[root].out, i * nb, r[i].in, 0, nb, pacer);
 		return;
 	case api::COLLECTIVE_SCATTER:
 		for (uint32_t k = 0; k < world; ++k)
-			copy_paced(r[k].out, r[root].in + k * nb, nb, pacer);
+			copy_paced(mover, r[k].out, 0, r[root].in, k * nb, nb, pacer);
 		return;
 	case api::COLLECTIVE_ALL_TO_ALL:
 		for (uint32_t k = 0; k < world; ++k)
 			for (uint32_t i = 0; i < world; ++i)
-				copy_paced(r[k].out + i * nb, r[i].in + k * nb, nb, pacer);
+				copy_paced(mover, r[k].out, i * nb, r[i].in, k * nb, nb, pacer);
 		return;
 	default:
 		return;
@@ -262,7 +272,8 @@ std::string check_p2p_op(const api::P2POp &op, uint32_t rank, uint32_t world)
 namespace {
 
 // The matched pairs of a CollectiveP2P; the rank whose buffer was refused and why.
-std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies, const InferenceLoadOf &load)
+std::pair<int, std::string> run_copies(backend::DeviceBackend &devices, const std::vector<CollectiveCopy> &copies,
+				       const InferenceLoadOf &load)
 {
 	for (const auto &c : copies) {
 		if (c.bytes == 0)
@@ -273,24 +284,28 @@ std::pair<int, std::string> run_copies(const std::vector<CollectiveCopy> &copies
 		std::shared_lock<std::shared_mutex> b;
 		if (c.to.ctx != c.from.ctx)
 			b = std::shared_lock(c.to.ctx->memory().mutex);
+		auto mover = devices.collective_mover();
 		Resolved r;
-		if (auto why = resolve(c.from, c.from.input, c.bytes, "send buffer", &r.in); !why.empty())
+		if (auto why = bind(*mover, c.from, c.from.input, c.bytes, "send buffer", &r.in); !why.empty())
 			return {static_cast<int>(c.from_rank), why};
-		if (auto why = resolve(c.to, c.to.output, c.bytes, "recv buffer", &r.out); !why.empty())
+		if (auto why = bind(*mover, c.to, c.to.output, c.bytes, "recv buffer", &r.out); !why.empty())
 			return {static_cast<int>(c.to_rank), why};
-		copy_paced(r.out, r.in, c.bytes, Pacer(load, {c.from.device, c.to.device}));
+		copy_paced(*mover, r.out, 0, r.in, 0, c.bytes, Pacer(load, {c.from.device, c.to.device}, *mover));
+		if (auto why = mover->finish(); !why.empty())
+			return {-1, why};
 	}
 	return {-1, {}};
 }
 
 } // namespace
 
-std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceLoadOf &inference)
+std::pair<int, std::string> run_collective(backend::DeviceBackend &devices, const CollectiveJob &job,
+					   const InferenceLoadOf &inference)
 {
 	const InferenceLoadOf none;
 	const InferenceLoadOf &load = job.yields ? inference : none;
 	if (!job.copies.empty())
-		return run_copies(job.copies, load);
+		return run_copies(devices, job.copies, load);
 	const auto &s = job.spec;
 	const uint32_t world = static_cast<uint32_t>(job.members.size());
 	if (s.op() == api::COLLECTIVE_BARRIER)
@@ -302,29 +317,31 @@ std::pair<int, std::string> run_collective(const CollectiveJob &job, const Infer
 	locks.reserve(world);
 	for (const auto &m : job.members)
 		locks.emplace_back(m.ctx->memory().mutex);
+	auto mover = devices.collective_mover();
 	std::vector<Resolved> r(world);
 	for (uint32_t k = 0; k < world; ++k) {
 		uint64_t in = 0, out = 0;
 		extents(s, world, k, &in, &out);
 		const auto &m = job.members[k];
-		std::string why = resolve(m, m.input, in * es, "input", &r[k].in);
+		std::string why = bind(*mover, m, m.input, in * es, "input", &r[k].in);
 		if (why.empty())
-			why = resolve(m, m.output, out * es, "output", &r[k].out);
+			why = bind(*mover, m, m.output, out * es, "output", &r[k].out);
 		if (why.empty() && s.op() == api::COLLECTIVE_ALL_TO_ALL && m.input < m.output + out * es &&
 		    m.output < m.input + in * es)
 			why = "all_to_all cannot run in place: its input and output overlap";
 		if (!why.empty())
 			return {static_cast<int>(k), why};
 	}
-	std::vector<uint32_t> devices;
+	std::vector<uint32_t> devices_used;
 	for (const auto &m : job.members)
-		devices.push_back(m.device);
-	move_data(s, world, r, Pacer(load, std::move(devices)));
-	return {-1, {}};
+		devices_used.push_back(m.device);
+	move_data(s, world, r, *mover, Pacer(load, std::move(devices_used), *mover));
+	return {-1, mover->finish()};
 }
 
-CollectiveRunner::CollectiveRunner(boost::asio::io_context &io, InferenceLoadOf inference)
-	: io_(io), inference_(std::move(inference)), may_renice_(sched::can_restore_priority()),
+CollectiveRunner::CollectiveRunner(boost::asio::io_context &io, backend::DeviceBackend &devices,
+				   InferenceLoadOf inference)
+	: io_(io), devices_(devices), inference_(std::move(inference)), may_renice_(sched::can_restore_priority()),
 	  thread_([this] { loop(); })
 {
 }
@@ -378,7 +395,13 @@ void CollectiveRunner::loop()
 		// (collective_run.h).
 		if (may_renice_)
 			sched::set_thread_nice(job.yields && beside_inference(job) ? kTrainingCollectiveNice : 0);
-		auto [bad_rank, error] = run_collective(job, inference_);
+		std::pair<int, std::string> outcome;
+		try {
+			outcome = run_collective(devices_, job, inference_);
+		} catch (const std::exception &e) { // e.g. bad_alloc: this collective fails, the runner goes on
+			outcome = {-1, std::string("neurond could not run it: ") + e.what()};
+		}
+		auto [bad_rank, error] = std::move(outcome);
 		// The members' contexts are released on the control thread with the reply.
 		boost::asio::post(io_, [job = std::move(job), bad_rank, error]() mutable { job.done(bad_rank, error); });
 	}

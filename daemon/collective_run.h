@@ -1,9 +1,11 @@
-// The data movement of one collective of a group (collective_groups.h), run by one
-// neurond thread off the control thread: it resolves every member's operands in
+// The data movement of one collective of a group (collective_groups.h), planned by
+// one neurond thread off the control thread: it binds every member's operands in
 // that member's own memory (TenantMemory, under its shared lock, so nothing is
-// freed under it) and copies and reduces device memory to device memory. Buffers
-// stay where they are: the emu backend keeps every tenant's HBM in this process,
-// so a member's device address resolves to bytes neurond addresses directly.
+// freed under it) and has the backend's mover (backend/collective_mover.h) copy
+// and reduce device memory to device memory in chunks. Buffers stay where they
+// are: on emu the mover works on the HBM neurond holds in this process, on kmd it
+// shares the members' BOs into neurond's own driver file and moves the bytes with
+// the device's DMA and compute jobs.
 //
 // Scheduling against inference: the runner's thread is not a NeuronCore engine,
 // but it yields like one. While an inference tenant has a core on a device a
@@ -14,12 +16,15 @@
 // pending (up to 2 ms per chunk, so the collective still progresses under a
 // saturating inference load). Without inference tenants it runs at nice 0.
 //
+// On kmd the chunks are device jobs: the thread waits for the chunk before the one
+// just issued at each step, so the pacer's waits hold the device's work back too.
+//
 // Threads: submit() from the control thread; the job runs on the runner's thread;
 // its `done` is posted back to the control thread's io_context. InferenceLoadOf
 // is called on the runner's thread (it must be safe there).
 #pragma once
 
-#include <backend/tenant_context.h>
+#include <backend/device_backend.h>
 #include <neuron.pb.h>
 
 #include <utility> // before Asio: Boost 1.74 awaitable.hpp uses std::exchange without it
@@ -59,8 +64,9 @@ struct CollectiveJob {
 	// Training work, which yields to inference (false: a member is an inference
 	// tenant, so the collective is inference work itself).
 	bool yields = true;
-	// Control thread, after the run: "" per rank, or why that rank's operands were
-	// refused (nothing moved then) in *bad_rank / *error.
+	// Control thread, after the run: bad_rank -1 and error "" when it moved; the
+	// rank whose operands were refused (nothing moved then) and why; or -1 and why
+	// the device failed to move it (some bytes may have moved).
 	std::function<void(int bad_rank, const std::string &error)> done;
 };
 
@@ -80,7 +86,7 @@ using InferenceLoadOf = std::function<InferenceLoad(uint32_t device)>; // null: 
 
 class CollectiveRunner {
 public:
-	CollectiveRunner(boost::asio::io_context &io, InferenceLoadOf inference);
+	CollectiveRunner(boost::asio::io_context &io, backend::DeviceBackend &devices, InferenceLoadOf inference);
 	~CollectiveRunner(); // finishes the queued jobs, then joins
 	void submit(CollectiveJob job);
 
@@ -88,6 +94,7 @@ private:
 	void loop();
 	bool beside_inference(const CollectiveJob &job) const;
 	boost::asio::io_context &io_;
+	backend::DeviceBackend &devices_; // collective_mover() on this thread
 	InferenceLoadOf inference_;
 	// Whether the thread may go back to nice 0 after a training collective (else
 	// it stays at 0: an inference group's collective must not run niced).
@@ -100,8 +107,9 @@ private:
 	std::thread thread_;
 };
 
-// Runs the job's data movement on the calling thread; -1 and "" when it moved,
-// else the rank whose operands were refused and why.
-std::pair<int, std::string> run_collective(const CollectiveJob &job, const InferenceLoadOf &inference = {});
+// Runs the job's data movement on the calling thread: CollectiveJob::done's
+// arguments.
+std::pair<int, std::string> run_collective(backend::DeviceBackend &devices, const CollectiveJob &job,
+					   const InferenceLoadOf &inference = {});
 
 } // namespace neuron::daemon

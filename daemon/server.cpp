@@ -73,7 +73,7 @@ Server::Server(boost::asio::io_context &io, backend::DeviceBackend &devices, con
 		return load;
 	};
 	collectives_ = std::make_unique<CollectiveGroups>(
-		io,
+		io, devices_,
 		[this](uint64_t id) -> const Tenant * {
 			auto it = sessions_.find(id);
 			return it == sessions_.end() || !it->second->tenant().greeted ? nullptr : &it->second->tenant();

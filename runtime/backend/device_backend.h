@@ -15,6 +15,7 @@
 // called on the control thread, except the hooks, which engines call.
 #pragma once
 
+#include "collective_mover.h"
 #include "tenant_context.h"
 
 #include <sched/core_scheduler.h>
@@ -91,6 +92,10 @@ public:
 	// where one was not kept; owned from here on). Backends that keep no files
 	// open a new context. Throws as open_tenant.
 	virtual std::shared_ptr<TenantContext> adopt_tenant(uint64_t tenant_id, pid_t pid, std::vector<int> kept_files);
+
+	// The data movement of one collective between tenants' device memory
+	// (collective_mover.h); called on the collective runner's thread.
+	virtual std::unique_ptr<CollectiveMover> collective_mover() = 0;
 
 	// Restart survival (daemon/README.md). The memfd behind `device`'s memory that
 	// neurond keeps with its supervisor, or -1 if this backend keeps none.

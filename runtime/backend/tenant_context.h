@@ -105,10 +105,6 @@ public:
 	// enforces it says (kmd: the kernel's mask of its driver file); nullopt if the
 	// backend enforces nothing beyond the scheduler's choice.
 	virtual std::optional<uint64_t> enforced_core_mask(uint32_t device) const = 0;
-	// True if memory().find_device() gives host addresses of the tenant's device
-	// memory in this process (emu), which collective groups need to move data
-	// between tenants; false where it lives in driver buffers (kmd).
-	virtual bool memory_addressable() const { return false; }
 	// Everything goes back (its queues are already detached): memory zeroed and
 	// freed, host buffers unmapped, driver files closed. Once.
 	virtual void release() = 0;

@@ -1,5 +1,6 @@
 #include "emu_backend.h"
 
+#include "emu_collective_mover.h"
 #include "emu_runner.h"
 #include "emu_tenant.h"
 
@@ -42,6 +43,11 @@ std::shared_ptr<backend::TenantContext> EmuBackend::open_tenant(uint64_t tenant_
 	for (auto &d : devices_)
 		devices.push_back(d.get());
 	return std::make_shared<EmuTenant>(tenant_id, std::move(devices));
+}
+
+std::unique_ptr<backend::CollectiveMover> EmuBackend::collective_mover()
+{
+	return std::make_unique<EmuCollectiveMover>();
 }
 
 std::string EmuBackend::restart_unsupported() const

@@ -25,6 +25,7 @@ public:
 	const char *name() const override { return "emu"; }
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
+	std::unique_ptr<backend::CollectiveMover> collective_mover() override;
 	int kept_memory_fd(uint32_t device) const override { return devices_.at(device)->hbm_memfd(); }
 	std::string restart_unsupported() const override;
 	void adoption_done() override;

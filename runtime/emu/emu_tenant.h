@@ -26,7 +26,6 @@ public:
 	backend::Result attach_queue(backend::Queue &) override { return std::nullopt; }
 	void detach_queue(backend::Queue &) override {}
 	std::optional<uint64_t> enforced_core_mask(uint32_t) const override { return std::nullopt; }
-	bool memory_addressable() const override { return true; } // HBM lies in neurond's process
 	void release() override;
 
 private:

@@ -95,6 +95,17 @@ bool is_collective_dtype(uint8_t dtype)
 	       dtype == NEURON_DTYPE_I32 || dtype == NEURON_DTYPE_I64 || dtype == NEURON_DTYPE_U8;
 }
 
+uint64_t collective_element_bytes(uint8_t dtype)
+{
+	switch (is_collective_dtype(dtype) ? dtype : 0) {
+	case NEURON_DTYPE_F32: case NEURON_DTYPE_I32: return 4;
+	case NEURON_DTYPE_BF16: case NEURON_DTYPE_F16: return 2;
+	case NEURON_DTYPE_I64: return 8;
+	case NEURON_DTYPE_U8: return 1;
+	default: return 0;
+	}
+}
+
 void collective_reduce(std::byte *dst, const std::byte *const *srcs, int n, uint64_t count, uint8_t dtype,
 		       CollectiveReduce op)
 {

@@ -18,5 +18,7 @@ void collective_reduce(std::byte *dst, const std::byte *const *srcs, int n, uint
 		       CollectiveReduce op);
 
 bool is_collective_dtype(uint8_t dtype);
+// Bytes per element of a collective dtype; 0 for any other.
+uint64_t collective_element_bytes(uint8_t dtype);
 
 } // namespace neuron::kernels

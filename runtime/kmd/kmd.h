@@ -167,6 +167,14 @@ public:
 	HostBuffer create_host(uint64_t size);
 	// A dma-buf fd (O_CLOEXEC|O_RDWR) of a Native host buffer, mmap-able.
 	int export_fd(const HostBuffer &hb);
+	// A dma-buf fd (O_CLOEXEC|O_RDWR) of device BO `handle`: the driver lets only
+	// files of the same device import it (collective groups share members' HBM
+	// into neurond's own file this way).
+	int export_device(uint32_t handle);
+	// The BO behind a dma-buf of this device (export_device of another file): the
+	// same memory under a handle of this file (the same handle again if this file
+	// imported it before). The caller keeps the fd.
+	uint32_t import_buffer(int dmabuf);
 	// A tenant's memfd as a host buffer (see HostKind). The memfd is not
 	// consumed (dup'ed / mapped as needed); size must not exceed its length.
 	HostBuffer import_memfd(int memfd, uint64_t size, ImportMode mode = ImportMode::Auto);

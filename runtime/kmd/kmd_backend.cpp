@@ -1,5 +1,6 @@
 #include "kmd_backend.h"
 
+#include "kmd_collective_mover.h"
 #include "kmd_runner.h"
 #include "kmd_tenant.h"
 
@@ -67,6 +68,13 @@ bool KmdDeviceSlot::cancelled(uint64_t client_id)
 {
 	std::lock_guard lock(faults_mutex_);
 	return cancelled_.count(client_id) != 0;
+}
+
+KmdContext &KmdDeviceSlot::collective_context()
+{
+	if (!collectives_)
+		collectives_ = device_->create_context("neurond collectives", 0);
+	return *collectives_;
 }
 
 std::optional<EngineJobFault> KmdDeviceSlot::take_fault(uint64_t client_id, uint32_t core, uint64_t job_seq)
@@ -137,6 +145,11 @@ std::shared_ptr<backend::TenantContext> KmdBackend::open_tenant(uint64_t tenant_
 	auto t = std::make_shared<KmdTenant>(tenant_id, pid, *this);
 	tenants_.add(tenant_id, t);
 	return t;
+}
+
+std::unique_ptr<backend::CollectiveMover> KmdBackend::collective_mover()
+{
+	return std::make_unique<KmdCollectiveMover>(*this);
 }
 
 std::shared_ptr<backend::TenantContext> KmdBackend::adopt_tenant(uint64_t tenant_id, pid_t pid,

@@ -51,6 +51,10 @@ public:
 	// reports before it completes the job; kernel-side failures such as timeouts
 	// have none). Removes it.
 	std::optional<EngineJobFault> take_fault(uint64_t client_id, uint32_t core, uint64_t job_seq);
+	// neurond's own file of this device for collective groups' jobs (every core,
+	// every DMA queue), opened at first use. The collective runner's thread only
+	// (kmd_collective_mover.h). Throws kmd::Error.
+	KmdContext &collective_context();
 	// A tenant's file is closing: the engine completes the jobs of that DRM client
 	// the kernel still has queued with -ECANCELED instead of running them.
 	void cancel_client(uint64_t client_id);
@@ -67,6 +71,7 @@ private:
 	// reports nobody collects (a tenant that left) cannot grow it.
 	std::map<std::tuple<uint64_t, uint32_t, uint64_t>, EngineJobFault> faults_;
 	std::set<uint64_t> cancelled_; // client ids (never reused by DRM); bounded
+	std::unique_ptr<KmdContext> collectives_; // collective_context(), or null
 	std::unique_ptr<KmdEngine> engine_; // last: its workers call record_fault
 };
 
@@ -84,6 +89,8 @@ public:
 	// (kernel_job.h).
 	backend::DeviceInfo describe(uint32_t device) const override;
 	std::shared_ptr<backend::TenantContext> open_tenant(uint64_t tenant_id, pid_t pid) override;
+	// Moves members' bytes by the device's DMA and compute jobs (kmd_collective_mover.h).
+	std::unique_ptr<backend::CollectiveMover> collective_mover() override;
 	// Restart survival (daemon/README.md "kmd."): tenants' driver files are kept
 	// with the supervisor (their BOs live as long as the file), and adopted on
 	// the kept files. The compute engine is neurond itself: the driver fails the

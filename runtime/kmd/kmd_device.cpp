@@ -337,6 +337,22 @@ int KmdContext::export_fd(const HostBuffer &hb)
 	return out;
 }
 
+int KmdContext::export_device(uint32_t handle)
+{
+	int out = -1;
+	if (drmPrimeHandleToFD(fd_, handle, DRM_CLOEXEC | DRM_RDWR, &out))
+		fail(errno, "exporting device BO " + std::to_string(handle) + " of context '" + name_ + "' as a dma-buf");
+	return out;
+}
+
+uint32_t KmdContext::import_buffer(int dmabuf)
+{
+	uint32_t handle = 0;
+	if (drmPrimeFDToHandle(fd_, dmabuf, &handle))
+		fail(errno, "importing a dma-buf into context '" + name_ + "'");
+	return handle;
+}
+
 HostBuffer KmdContext::import_memfd(int memfd, uint64_t size, ImportMode mode)
 {
 	struct stat st;

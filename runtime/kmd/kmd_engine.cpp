@@ -10,7 +10,9 @@
 // chain-state region likewise, writable; a tile kernel's program (readable) and
 // saved state (writable), the program validated by the engine (kernel_job.h).
 // All commands are checked before the first one runs, so a bad job changes
-// nothing.
+// nothing. A collective group's reduction (collective_job.h) is a job of its own
+// form, checked the same way.
+#include "collective_job.h"
 #include "kernel_job.h"
 #include "kmd.h"
 #include "tile_job.h"
@@ -151,6 +153,30 @@ std::optional<kernels::Fault> run_entry(const TileJobEntry &e, const CheckedEntr
 	return sched::execute_tile(partials, c.plan, e.tile, tile, views, threads, packs);
 }
 
+// A collective group's reduction: every source readable and the destination
+// writable in the job's BO list, then kernels::collective_reduce on mapped HBM.
+std::optional<kernels::Fault> run_collective_job(std::span<const std::byte> payload, const JobBoSpace &space)
+{
+	CollectiveJobHeader h;
+	std::vector<uint64_t> addresses;
+	std::string why;
+	if (!read_collective_job(payload, &h, &addresses, &why))
+		return kernels::Fault{NEURON_FAULT_BAD_OPERAND, why};
+	const uint64_t bytes = h.count * kernels::collective_element_bytes(h.dtype);
+	std::vector<const std::byte *> srcs(addresses.size());
+	gate::Placement p;
+	for (size_t i = 0; i < addresses.size(); ++i) {
+		if (!space.place_device(addresses[i], bytes, false, &p, &why))
+			return kernels::Fault{NEURON_FAULT_OUT_OF_BOUNDS, "collective source " + std::to_string(i) + ": " + why};
+		srcs[i] = p.data;
+	}
+	if (!space.place_device(h.dst, bytes, true, &p, &why))
+		return kernels::Fault{NEURON_FAULT_OUT_OF_BOUNDS, "collective destination: " + why};
+	kernels::collective_reduce(p.data, srcs.data(), static_cast<int>(srcs.size()), h.count, h.dtype,
+				   static_cast<kernels::CollectiveReduce>(h.op));
+	return std::nullopt;
+}
+
 } // namespace
 
 int fault_to_errno(uint32_t code)
@@ -287,12 +313,16 @@ int KmdEngine::run_job(std::span<const std::byte> payload, std::span<const Engin
 		}
 		return -fault_to_errno(f.code);
 	};
+	const JobBoSpace space(bos, hbm_, hbm_size_, opt_.address_base);
+	if (is_collective_job(payload)) {
+		auto f = run_collective_job(payload, space);
+		return f ? fail(0, 0, std::move(*f)) : 0;
+	}
 	TileJobHeader header;
 	std::vector<TileJobEntry> entries;
 	std::string why;
 	if (!read_tile_job(payload, &header, &entries, &why))
 		return fail(0, 0, {NEURON_FAULT_BAD_OPERAND, why});
-	const JobBoSpace space(bos, hbm_, hbm_size_, opt_.address_base);
 	std::vector<CheckedEntry> checked(entries.size());
 	const chip::OnChip *onchip = opt_.onchip ? &*opt_.onchip : nullptr;
 	for (size_t i = 0; i < entries.size(); ++i)

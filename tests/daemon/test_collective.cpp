@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace dt;
 
@@ -375,4 +376,111 @@ DAEMON_TEST(collective, p2p_size_mismatch_and_missing_peer_are_named)
 	cr_assert(std::strstr(neuron_last_error(), "rank 1 did not post the recv"), "%s", neuron_last_error());
 	c.close();
 	d.close();
+}
+
+namespace {
+
+// `world` ranks join group `name` at once (each join waits for the others).
+void join_all(std::vector<Rank> &ranks, const char *name)
+{
+	const uint32_t world = static_cast<uint32_t>(ranks.size());
+	std::vector<neuron_status> st(world, NEURON_OK);
+	std::vector<std::thread> threads;
+	for (uint32_t r = 1; r < world; ++r)
+		threads.emplace_back([&, r] { st[r] = join(ranks[r], name, kSecret, r, world); });
+	st[0] = join(ranks[0], name, kSecret, 0, world);
+	for (auto &t : threads)
+		t.join();
+	for (uint32_t r = 0; r < world; ++r)
+		cr_assert(st[r] == NEURON_OK, "rank %u's join: %s", r, describe(st[r]).c_str());
+}
+
+// Every rank runs collective `c[r]` at `seq`; all must succeed.
+void run_all(std::vector<Rank> &ranks, uint64_t seq, const std::vector<neuron_collective> &c)
+{
+	std::vector<neuron_status> st(ranks.size(), NEURON_OK);
+	std::vector<std::string> why(ranks.size());
+	std::vector<std::thread> threads;
+	for (size_t r = 0; r < ranks.size(); ++r)
+		threads.emplace_back([&, r] {
+			st[r] = neuron_group_run(ranks[r].channel, ranks[r].group, seq, &c[r]);
+			why[r] = neuron_last_error();
+		});
+	for (auto &t : threads)
+		t.join();
+	for (size_t r = 0; r < ranks.size(); ++r)
+		cr_assert(st[r] == NEURON_OK, "rank %zu: %s", r, why[r].c_str());
+}
+
+} // namespace
+
+// reduce_scatter in place, as NCCL allows it: each rank's output is its own block of
+// its input. neurond folds the ranks' blocks into the output one after the other, so
+// rank 2's output (its input's block 2) would be overwritten by the partial sum of
+// ranks 0 and 1 before rank 2's own block is read; it must reduce elsewhere first.
+// Blocks of 300,000 floats (1.2 MB) span several chunks on both backends.
+DAEMON_TEST(collective, reduce_scatter_in_place_onto_each_ranks_block)
+{
+	const uint32_t world = 3;
+	const size_t n = 300'000;
+	std::vector<Rank> ranks(world);
+	std::vector<std::vector<float>> in(world);
+	std::vector<uint64_t> buf(world);
+	std::vector<neuron_collective> c(world);
+	for (uint32_t r = 0; r < world; ++r) {
+		ranks[r].open(("rank" + std::to_string(r)).c_str());
+		in[r] = random_f32(world * n, 10 + r);
+		buf[r] = dev_alloc(ranks[r].t.client, world * n * 4);
+		upload_f32(ranks[r].t.dma, buf[r], in[r]);
+		c[r] = neuron_collective{NEURON_COLL_REDUCE_SCATTER, NEURON_REDUCE_SUM, NEURON_DTYPE_F32, 0, 0, 0, n,
+					 buf[r], buf[r] + r * n * 4};
+	}
+	join_all(ranks, "g-rs-in-place");
+	run_all(ranks, 0, c);
+	for (uint32_t r = 0; r < world; ++r) {
+		std::vector<double> ref(n);
+		for (size_t i = 0; i < n; ++i) // f32 adds in rank order, as gloo's
+			ref[i] = static_cast<double>((in[0][r * n + i] + in[1][r * n + i]) + in[2][r * n + i]);
+		expect_close(download_f32(ranks[r].t.dma, buf[r] + r * n * 4, n), ref, 0, 0,
+			     ("rank " + std::to_string(r) + "'s block").c_str());
+	}
+	for (auto &r : ranks)
+		r.close();
+}
+
+// After a collective its members' memory is theirs alone again: freed, it goes back
+// to the device at once (on kmd neurond shares each member's buffer into a file of
+// its own for the collective's jobs, and must close those imports when it ends).
+DAEMON_TEST(collective, members_memory_is_freed_after_a_collective)
+{
+	Rank a, b;
+	a.open("rank0");
+	b.open("rank1");
+	join_both(a, b, "g-free");
+	const uint64_t before = hbm_used(a.t.client);
+	const size_t n = 600'000; // 2.4 MB: several chunks
+	const auto va = random_f32(n, 21), vb = random_f32(n, 22);
+	const uint64_t da = dev_alloc(a.t.client, n * 4), db = dev_alloc(b.t.client, n * 4);
+	upload_f32(a.t.dma, da, va);
+	upload_f32(b.t.dma, db, vb);
+	neuron_status sb = NEURON_OK;
+	std::thread other([&] {
+		auto c = all_reduce(db, n);
+		sb = neuron_group_run(b.channel, b.group, 0, &c);
+	});
+	auto c = all_reduce(da, n);
+	NEURON_OK_OR_FAIL(neuron_group_run(a.channel, a.group, 0, &c));
+	other.join();
+	cr_assert(sb == NEURON_OK, "rank 1: %s", describe(sb).c_str());
+	std::vector<double> ref(n);
+	for (size_t i = 0; i < n; ++i)
+		ref[i] = static_cast<double>(va[i] + vb[i]);
+	expect_close(download_f32(b.t.dma, db, n), ref, 0, 0, "rank 1's sum");
+	NEURON_OK_OR_FAIL(neuron_free(a.t.client, 0, da));
+	NEURON_OK_OR_FAIL(neuron_free(b.t.client, 0, db));
+	const uint64_t after = wait_hbm_used(a.t.client, 0, before, 5000);
+	cr_assert(after == before, "HBM in use: %llu bytes before the buffers, %llu after they were freed",
+		  static_cast<unsigned long long>(before), static_cast<unsigned long long>(after));
+	a.close();
+	b.close();
 }

@@ -31,7 +31,7 @@ QEMU_TIMEOUT=${NEURON_DAEMON_SUITE_TIMEOUT:-1200}
 # The suites that run in the guest: tests/daemon's and tests/sharing's Criterion
 # suites (their meson.build names, as dir/test-<dir>-<name> binaries).
 SUITES=${NEURON_DAEMON_SUITES-"daemon/e2e-ops daemon/isolation daemon/malformed-control daemon/malformed-ring
-	daemon/lifecycle daemon/kill9 daemon/restart daemon/kmd-backend daemon/programs daemon/tile-kernels daemon/restart-kept sharing/lend-reclaim sharing/preemption sharing/tenant-exit
+	daemon/lifecycle daemon/kill9 daemon/restart daemon/kmd-backend daemon/collective daemon/programs daemon/tile-kernels daemon/restart-kept sharing/lend-reclaim sharing/preemption sharing/tenant-exit
 	sharing/auto-policy sharing/admin sharing/weight sharing/tiling sharing/physical-cores sharing/kernel-preemption"}
 suite_bin() { echo "tests/${1%%/*}/test-${1%%/*}-${1#*/}"; }
 

@@ -5,6 +5,7 @@
 // usage: kmd_test [name-prefix...]
 // Each test runs in a forked child. Prints "PASS: kmd_<name>" / "FAIL: kmd_<name>"
 // (reasons on "# " lines) and finally "# kmd_test: N passed, N failed".
+#include <collective_job.h>
 #include <kmd.h>
 #include <tile_job.h>
 
@@ -791,6 +792,59 @@ TEST(tile_kernel_steps_through_saved_state)
 }
 
 } // namespace
+
+// A collective group's reduction across tenants' files (collective_job.h): two
+// tenants' device BOs shared into a third file through PRIME (device BOs go only
+// to files of the same device), reduced there by one compute job, with the
+// engine's refusals of a job that names more than its BO list holds.
+TEST(collective_reduce_across_files)
+{
+	KmdDevice dev(kMinor);
+	KmdEngine engine(kPath);
+	auto a = dev.create_context("rank0", 0), b = dev.create_context("rank1", 0), c = dev.create_context("neurond", 0);
+	const size_t n = 1000;
+	const auto va = randf(n, 1), vb = randf(n, 2);
+	DeviceBuffer da = a->alloc_device(n * 4), db = b->alloc_device(n * 4);
+	upload(*a, da, va.data(), n * 4);
+	upload(*b, db, vb.data(), n * 4);
+	auto share = [&](KmdContext &from, const DeviceBuffer &buf) {
+		const int fd = from.export_device(buf.handle);
+		const uint32_t h = c->import_buffer(fd);
+		::close(fd);
+		return h;
+	};
+	const uint32_t ia = share(*a, da), ib = share(*b, db);
+	auto reduce = [&](uint64_t dst, std::vector<uint64_t> srcs, uint64_t count, std::vector<JobBo> bos,
+			  uint8_t dtype = NEURON_DTYPE_F32) {
+		CollectiveJobHeader h;
+		h.dtype = dtype;
+		h.op = static_cast<uint8_t>(neuron::kernels::CollectiveReduce::Sum);
+		h.count = count;
+		h.dst = dst;
+		return c->wait(c->compute(0, collective_job_bytes(h, srcs), bos), deadline_after_ms(kWaitMs));
+	};
+	// In place on rank 0's buffer: its import in c has rank 0's HBM address.
+	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, true}, {ib, true, false}}) == 0);
+	auto got = download_f32(*a, da, n);
+	for (size_t i = 0; i < n; ++i)
+		CHECK(got[i] == va[i] + vb[i], "element %zu: %g, want %g", i, got[i], va[i] + vb[i]);
+	// Refused before any byte moves: a source the job did not list, the
+	// destination read-only, the destination on a later source, a bad dtype.
+	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, true}}) == -EFAULT);
+	CHECK(reduce(da.device_addr, {db.device_addr, da.device_addr}, n, {{ia, true, false}, {ib, true, false}}) ==
+	      -EINVAL);
+	CHECK(reduce(db.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, false}, {ib, true, false}}) ==
+	      -EFAULT);
+	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, true}, {ib, true, false}}, 99) ==
+	      -EINVAL);
+	got = download_f32(*a, da, n);
+	CHECK(got[0] == va[0] + vb[0], "a refused job wrote: %g", got[0]);
+	// Rank 0's file still owns its BO: closing the import leaves it whole.
+	c->close_handle(ia);
+	c->close_handle(ib);
+	got = download_f32(*a, da, n);
+	CHECK(got[n - 1] == va[n - 1] + vb[n - 1]);
+}
 
 int main(int argc, char **argv)
 {

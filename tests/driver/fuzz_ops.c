@@ -308,7 +308,8 @@ static void prime_cpu_access(struct fuzz_thread *t, int buf)
 	size_t len = 4096 * (1 + fuzz_below(R, 4));
 	void *p;
 
-	if (fuzz_chance(R, 2)) {
+	/* Not too often: mapping a host BO backs all of its pages. */
+	if (fuzz_chance(R, 4)) {
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, buf,
 			 4096 * fuzz_below(R, 2));
 		fuzz_count(t->w, "DMABUF_MMAP", p == MAP_FAILED ? -1 : 0);

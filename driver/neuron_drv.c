@@ -160,6 +160,7 @@ const struct drm_driver neuron_drm_driver = {
 			   DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
 	.open = neuron_open,
 	.postclose = neuron_postclose,
+	.gem_prime_import = neuron_gem_prime_import,
 	.gem_prime_import_sg_table = drm_gem_shmem_prime_import_sg_table,
 	.show_fdinfo = neuron_show_fdinfo,
 	.ioctls = neuron_ioctls,

@@ -418,9 +418,11 @@ int neuron_hbm_mmap(struct neuron_device *ndev, struct vm_area_struct *vma);
 
 /* neuron_gem.c */
 bool neuron_bo_is_device(struct drm_gem_object *obj);
+bool neuron_bo_owned_by(struct drm_gem_object *obj, struct drm_file *file);
 u64 neuron_bo_device_addr(struct drm_gem_object *obj);
-int neuron_bo_populate(struct drm_gem_object *obj, struct mem_cgroup *memcg,
-		       u64 offset, u64 size);
+int neuron_bo_populate(struct drm_gem_object *obj, u64 offset, u64 size);
+struct drm_gem_object *neuron_gem_prime_import(struct drm_device *dev,
+					       struct dma_buf *dma_buf);
 int neuron_ioctl_bo_create(struct drm_device *drm, void *data,
 			   struct drm_file *file);
 int neuron_ioctl_bo_info(struct drm_device *drm, void *data,

@@ -185,7 +185,6 @@ static int neuron_job_check_copies(struct neuron_job *job)
 static int neuron_job_prepare_dma(struct neuron_job *job,
 				  const struct drm_neuron_submit *args)
 {
-	struct mem_cgroup *memcg = job->nfile->memcg;
 	u32 i;
 	int ret;
 
@@ -221,7 +220,7 @@ static int neuron_job_prepare_dma(struct neuron_job *job,
 
 		if (!neuron_bo_is_device(dst))
 			continue;
-		ret = neuron_bo_populate(dst, memcg, c->dst_offset, c->size);
+		ret = neuron_bo_populate(dst, c->dst_offset, c->size);
 		if (ret)
 			return ret;
 	}
@@ -265,7 +264,7 @@ static int neuron_job_prepare_compute(struct neuron_job *job,
 		p->bos[i].bo_flags = dev ? DRM_NEURON_BO_DEVICE : 0;
 		if (!dev)
 			continue;
-		ret = neuron_bo_populate(obj, job->nfile->memcg, 0, obj->size);
+		ret = neuron_bo_populate(obj, 0, obj->size);
 		if (ret)
 			return ret;
 	}

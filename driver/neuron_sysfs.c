@@ -193,8 +193,10 @@ const struct attribute_group *neuron_dev_groups[] = {
 
 /*
  * fdinfo: drm-engine-<queue> (busy time of this file's jobs), and
- * drm-memory-{host,hbm} (BOs this file holds handles to), then the DRM
- * core's drm-*-memory keys.
+ * drm-memory-{host,hbm} (BOs this file holds handles to; device BOs only
+ * if this file created them, as HBM stays charged to its creator: see
+ * struct neuron_hbm_bo), then the DRM core's drm-*-memory keys (which count
+ * imports too, shared ones also as drm-shared-*).
  */
 void neuron_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
@@ -211,10 +213,10 @@ void neuron_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id) {
-		if (neuron_bo_is_device(obj))
-			hbm += obj->size;
-		else
+		if (!neuron_bo_is_device(obj))
 			host += obj->size;
+		else if (neuron_bo_owned_by(obj, file))
+			hbm += obj->size;
 	}
 	spin_unlock(&file->table_lock);
 	drm_printf(p, "drm-memory-host:\t%llu KiB\n", host >> 10);

@@ -6,6 +6,7 @@
  * syncobjs so that calls reach past the argument checks.
  */
 #include <fcntl.h>
+#include <linux/dma-buf.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -294,6 +295,34 @@ static void op_engine(struct fuzz_thread *t, struct fuzz_file *f)
 	}
 }
 
+/*
+ * CPU access through a dma-buf: a host BO's maps and syncs, a device BO's
+ * refuses both (EINVAL, EOPNOTSUPP). Neither may crash or WARN.
+ */
+static void prime_cpu_access(struct fuzz_thread *t, int buf)
+{
+	struct dma_buf_sync sync = {
+		.flags = fuzz_chance(R, 4) ? fuzz_u64(R) :
+			 DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW,
+	};
+	size_t len = 4096 * (1 + fuzz_below(R, 4));
+	void *p;
+
+	/* Not too often: mapping a host BO backs all of its pages. */
+	if (fuzz_chance(R, 4)) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, buf,
+			 4096 * fuzz_below(R, 2));
+		fuzz_count(t->w, "DMABUF_MMAP", p == MAP_FAILED ? -1 : 0);
+		if (p != MAP_FAILED)
+			munmap(p, len);
+	}
+	if (fuzz_chance(R, 2) &&
+	    !CALL("DMABUF_SYNC", buf, DMA_BUF_IOCTL_SYNC, &sync)) {
+		sync.flags = DMA_BUF_SYNC_END | DMA_BUF_SYNC_RW;
+		CALL("DMABUF_SYNC", buf, DMA_BUF_IOCTL_SYNC, &sync);
+	}
+}
+
 static void op_prime(struct fuzz_thread *t, struct fuzz_file *f)
 {
 	struct fuzz_file *o = &t->w->files[fuzz_below(R, FUZZ_MAX_FILES)];
@@ -310,8 +339,14 @@ static void op_prime(struct fuzz_thread *t, struct fuzz_file *f)
 		if (CALL("PRIME_HANDLE_TO_FD", f->fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &ph) ||
 		    ph.fd < 0)
 			break;
+		prime_cpu_access(t, ph.fd);
 		ph.handle = 0;
 		ph.flags = 0;
+		/*
+		 * A device BO's dma-buf imports into files of its device only
+		 * (another minor: EOPNOTSUPP); no check here, as another
+		 * worker may reopen o meanwhile.
+		 */
 		if (!CALL("PRIME_FD_TO_HANDLE", o->fd, DRM_IOCTL_PRIME_FD_TO_HANDLE, &ph))
 			keep(t, o->bos, ph.handle);
 		close(ph.fd);

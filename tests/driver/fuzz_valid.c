@@ -20,14 +20,37 @@ struct valid {
 	struct nt_sync s;
 };
 
+/*
+ * nt_map(), but waiting out a full memory cgroup: mapping a host BO backs
+ * its pages, charged to the cgroup the fuzz workers share, and mmap fails
+ * with ENOMEM until the cgroup's OOM killer has made room (valid_open()
+ * runs again after an ENOMEM job, when the cgroup is full).
+ */
+static uint32_t *valid_map(int fd, uint32_t handle)
+{
+	struct drm_neuron_bo_mmap_offset m = { .handle = handle };
+	void *p;
+	int i;
+
+	OK(ioctl(fd, DRM_IOCTL_NEURON_BO_MMAP_OFFSET, &m));
+	for (i = 0;; i++) {
+		p = mmap(NULL, WORDS * 4, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, m.offset);
+		if (p != MAP_FAILED)
+			return p;
+		CHECK(errno == ENOMEM && i < 1000, "mmap: %s", strerror(errno));
+		usleep(10000);
+	}
+}
+
 static void valid_open(struct valid *v, int minor)
 {
 	v->fd = nt_open(minor);
 	v->src = nt_bo(v->fd, WORDS * 4, 0);
 	v->dst = nt_bo(v->fd, WORDS * 4, 0);
 	v->dev = nt_bo(v->fd, WORDS * 4, DRM_NEURON_BO_DEVICE);
-	v->ps = nt_map(v->fd, v->src, WORDS * 4);
-	v->pd = nt_map(v->fd, v->dst, WORDS * 4);
+	v->ps = valid_map(v->fd, v->src);
+	v->pd = valid_map(v->fd, v->dst);
 	v->s = (struct nt_sync){ nt_syncobj(v->fd), 0 };
 }
 

@@ -292,9 +292,12 @@ struct drm_neuron_hbm_info {
 /* BO flags (&drm_neuron_bo_create.flags). */
 /*
  * DRM_NEURON_BO_DEVICE: place the BO in device HBM. Device BOs are never
- * mappable (mmap offset fails with EINVAL) nor exportable (PRIME export fails
- * with EOPNOTSUPP); they are read and written by DMA jobs and by the compute
- * engine.
+ * mappable (mmap offset fails with EINVAL); they are read and written by DMA
+ * jobs and by the compute engine. PRIME export gives a dma-buf that imports
+ * only into files of the same device, as the same BO (same device address;
+ * jobs of the importing file may name it); importing it into another device
+ * fails with EOPNOTSUPP, mmap of the dma-buf with EINVAL, DMA_BUF_IOCTL_SYNC
+ * with EOPNOTSUPP. HBM pages stay charged to the creating file's opener.
  */
 #define DRM_NEURON_BO_DEVICE		(1U << 0)
 
@@ -306,7 +309,8 @@ struct drm_neuron_hbm_info {
  * %DRM_NEURON_BO_DEVICE it is a range of device HBM, zeroed.
  *
  * HBM is backed by host pages when a job first uses it, charged to the
- * memory cgroup of the process that opened the file.
+ * memory cgroup of the process that opened the creating file (also when a
+ * job of a file that imported the BO backs it).
  *
  * Errors: EINVAL for a zero @size, unknown @flags, a nonzero @handle or
  * @device_addr on input, or a host BO above %DRM_NEURON_PARAM_MAX_BO_SIZE;

@@ -833,7 +833,7 @@ TEST(collective_reduce_across_files)
 	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, true}}) == -EFAULT);
 	CHECK(reduce(da.device_addr, {db.device_addr, da.device_addr}, n, {{ia, true, false}, {ib, true, false}}) ==
 	      -EINVAL);
-	CHECK(reduce(db.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, false}, {ib, true, false}}) ==
+	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, false}, {ib, true, false}}) ==
 	      -EFAULT);
 	CHECK(reduce(da.device_addr, {da.device_addr, db.device_addr}, n, {{ia, true, true}, {ib, true, false}}, 99) ==
 	      -EINVAL);

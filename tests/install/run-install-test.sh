@@ -135,7 +135,7 @@ for r in repo1 repo2; do
 	(cd "$disk/$r" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
 done
 echo "$V2" >"$disk/repo2/VERSION"
-cp "$INSTALL_TESTS"/guest/guest-test.sh "$INSTALL_TESTS"/guest/torch_check.py "$INSTALL_TESTS"/guest/torch_restart_check.py "$INSTALL_TESTS"/guest/metrics_check.py "$disk/"
+cp "$INSTALL_TESTS"/guest/guest-test.sh "$INSTALL_TESTS"/guest/torch_check.py "$INSTALL_TESTS"/guest/torch_restart_check.py "$INSTALL_TESTS"/guest/torch_ddp_check.py "$INSTALL_TESTS"/guest/metrics_check.py "$disk/"
 mke2fs -q -t ext4 -L neurontest -d "$disk" "$WORK/test.ext4" 512M
 qemu-img create -q -f qcow2 -F raw -b "$image/root.ext4" "$WORK/overlay.qcow2"
 

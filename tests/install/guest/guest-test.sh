@@ -139,6 +139,14 @@ sys.exit(0 if want in req else "requires: %s, want %s" % (req, want))'
 so=$(ls "$VENV"/lib/python3*/site-packages/torch_neuron/_C*.so 2>/dev/null | head -n 1)
 check wheel_uses_system_libneuron sh -c "ldd '$so' | grep -E 'libneuron.so.1 => (/usr)?/lib/x86_64-linux-gnu/libneuron.so.1' && ! readelf -d '$so' | grep -E 'RPATH|RUNPATH'"
 check torch_script_as_group_member as_user alice "$VENV/bin/python" "$T/torch_check.py"
+# torch.distributed's backend `neuron` on kmd: neurond moves the ranks' buffers by
+# the device's DMA and reduces them in compute jobs (torch_ddp_check.py).
+if out=$(as_user alice "$VENV/bin/python" "$T/torch_ddp_check.py" 2>&1); then
+	pass torch_ddp_two_ranks_on_kmd
+	echo "# $(echo "$out" | tail -n 1)"
+else
+	fail torch_ddp_two_ranks_on_kmd "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+fi
 
 step "metrics"
 check monitor_socket_active systemctl is-active neuron-monitor.socket

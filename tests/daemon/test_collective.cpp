@@ -453,34 +453,31 @@ DAEMON_TEST(collective, reduce_scatter_in_place_onto_each_ranks_block)
 // its own for the collective's jobs, and must close those imports when it ends).
 DAEMON_TEST(collective, members_memory_is_freed_after_a_collective)
 {
-	Rank a, b;
-	a.open("rank0");
-	b.open("rank1");
-	join_both(a, b, "g-free");
-	const uint64_t before = hbm_used(a.t.client);
+	std::vector<Rank> ranks(2);
+	ranks[0].open("rank0");
+	ranks[1].open("rank1");
+	join_all(ranks, "g-free");
+	const uint64_t before = hbm_used(ranks[0].t.client);
 	const size_t n = 600'000; // 2.4 MB: several chunks
-	const auto va = random_f32(n, 21), vb = random_f32(n, 22);
-	const uint64_t da = dev_alloc(a.t.client, n * 4), db = dev_alloc(b.t.client, n * 4);
-	upload_f32(a.t.dma, da, va);
-	upload_f32(b.t.dma, db, vb);
-	neuron_status sb = NEURON_OK;
-	std::thread other([&] {
-		auto c = all_reduce(db, n);
-		sb = neuron_group_run(b.channel, b.group, 0, &c);
-	});
-	auto c = all_reduce(da, n);
-	NEURON_OK_OR_FAIL(neuron_group_run(a.channel, a.group, 0, &c));
-	other.join();
-	cr_assert(sb == NEURON_OK, "rank 1: %s", describe(sb).c_str());
+	std::vector<std::vector<float>> in;
+	std::vector<uint64_t> buf;
+	std::vector<neuron_collective> c;
+	for (uint32_t r = 0; r < 2; ++r) {
+		in.push_back(random_f32(n, 21 + r));
+		buf.push_back(dev_alloc(ranks[r].t.client, n * 4));
+		upload_f32(ranks[r].t.dma, buf[r], in[r]);
+		c.push_back(all_reduce(buf[r], n));
+	}
+	run_all(ranks, 0, c);
 	std::vector<double> ref(n);
 	for (size_t i = 0; i < n; ++i)
-		ref[i] = static_cast<double>(va[i] + vb[i]);
-	expect_close(download_f32(b.t.dma, db, n), ref, 0, 0, "rank 1's sum");
-	NEURON_OK_OR_FAIL(neuron_free(a.t.client, 0, da));
-	NEURON_OK_OR_FAIL(neuron_free(b.t.client, 0, db));
-	const uint64_t after = wait_hbm_used(a.t.client, 0, before, 5000);
+		ref[i] = static_cast<double>(in[0][i] + in[1][i]);
+	expect_close(download_f32(ranks[1].t.dma, buf[1], n), ref, 0, 0, "rank 1's sum");
+	for (uint32_t r = 0; r < 2; ++r)
+		NEURON_OK_OR_FAIL(neuron_free(ranks[r].t.client, 0, buf[r]));
+	const uint64_t after = wait_hbm_used(ranks[0].t.client, 0, before, 5000);
 	cr_assert(after == before, "HBM in use: %llu bytes before the buffers, %llu after they were freed",
 		  static_cast<unsigned long long>(before), static_cast<unsigned long long>(after));
-	a.close();
-	b.close();
+	for (auto &r : ranks)
+		r.close();
 }

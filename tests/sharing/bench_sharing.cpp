@@ -10,7 +10,7 @@
 //      (600 commands a side, in alternating blocks of 100)
 //   3. core busy fraction while both have work (core lent)         goal >= 0.9
 //   4. training throughput with a borrowed core vs without         (ratio)
-//   5. (emu) inference p99 beside a training job's all_reduce loop vs alone (2 ranks,
+//   5. inference p99 beside a training job's all_reduce loop vs alone (2 ranks,
 //      16 MiB in place; the collective runner yields to inference between chunks)
 //   and the longest tile seen (the preemption bound), goal <= 1 ms on emu: in the
 //   engine thread's CPU time (the tile's cost) and in wall time (plus whatever the
@@ -521,10 +521,11 @@ int main(int argc, char **argv)
 	std::printf("%-58s %10.3fms %12s %8s %s\n", "longest tile, wall time (+ host preemption)", double(max_tile) / 1e6,
 		    "-", "-", "(a loaded host adds its time slices)");
 
-	// 5 needs collective groups, which neurond has on emu only (kmd refuses the join).
-	if (emu) {
+	// 5. On both backends (kmd: the members' BOs shared into neurond's file, the
+	// chunks DMA and compute jobs of it).
+	{
 		std::fprintf(stderr, "bench-sharing: phase inference beside a collective loop\n");
-		// 5. Collectives run on neurond's collective thread, not on a NeuronCore's
+		// Collectives are planned on neurond's collective thread, not on a NeuronCore's
 		// engine; it yields to pending inference work between chunks. Alternating
 		// blocks as in 2.
 		Reducers red;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <shared_mutex>
 #include <thread>
 
@@ -17,8 +16,6 @@ namespace {
 
 using kernels::CollectiveReduce;
 
-// Elements per step: a step's sources and destination stay in the CPU's cache.
-constexpr uint64_t kChunkBytes = 256 * 1024;
 // Far above any HBM; keeps count * world_size * element size clear of overflow.
 constexpr uint64_t kMaxCount = uint64_t(1) << 40;
 

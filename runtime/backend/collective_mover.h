@@ -6,7 +6,8 @@
 //  - kmd: as jobs of the device: each member's buffer is shared into a file of
 //    neurond's own through PRIME, copies are DMA jobs and reductions compute jobs
 //    of that file (runtime/kmd/collective_job.h), so bytes move HBM to HBM by the
-//    device and never through neurond.
+//    device (between two devices through a host buffer both DMA engines reach)
+//    and the CPU copies none of them.
 //
 // A mover serves one collective: bind its regions, issue work, finish. Calls may
 // be queued and run later (kmd) but always in the order issued; finish() waits

@@ -481,3 +481,105 @@ DAEMON_TEST(collective, members_memory_is_freed_after_a_collective)
 	for (auto &r : ranks)
 		r.close();
 }
+
+// Ranks on different devices of the host (ranks 0 and 2 on device 0, rank 1 on
+// device 1). On kmd a device's DMA engine reaches its own HBM and host memory only:
+// neurond carries the bytes through a host buffer both devices' DMA engines share,
+// and brings a reduction's sources from the other device next to it first. Results
+// must be the CPU's in rank order, as on one device; afterwards both devices' HBM is
+// back to what it was (the collective's staging and gather buffers are freed too).
+DAEMON_TEST(collective, ranks_on_two_devices_reduce_gather_and_exchange)
+{
+	const uint32_t world = 3;
+	const uint32_t device_of[world] = {0, 1, 0};
+	const size_t n = 400'000; // 1.6 MB per rank: several chunks
+	std::vector<Rank> ranks(world);
+	for (uint32_t r = 0; r < world; ++r)
+		ranks[r].t.open(("rank" + std::to_string(r)).c_str(), device_of[r]);
+	for (uint32_t r = 0; r < world; ++r) {
+		neuron_connect_options o{g_daemon->socket_path().c_str(), "channel", 0, 1};
+		NEURON_OK_OR_FAIL(neuron_connect(&o, &ranks[r].channel));
+	}
+	const uint64_t before[2] = {hbm_used(ranks[0].t.client, 0), hbm_used(ranks[0].t.client, 1)};
+	join_all(ranks, "g-two-devices");
+	std::vector<std::vector<float>> in(world);
+	std::vector<uint64_t> buf(world), out(world);
+	std::vector<neuron_collective> c(world);
+	for (uint32_t r = 0; r < world; ++r) {
+		in[r] = random_f32(world * n, 40 + r);
+		buf[r] = dev_alloc(ranks[r].t.client, world * n * 4, device_of[r]);
+		out[r] = dev_alloc(ranks[r].t.client, world * n * 4, device_of[r]);
+		upload_f32(ranks[r].t.dma, buf[r], in[r]);
+	}
+	auto rank_sum = [&](size_t i) { // f32 adds in rank order, as gloo's
+		return static_cast<double>((in[0][i] + in[1][i]) + in[2][i]);
+	};
+
+	// seq 0: all_reduce (sum) in place over all world * n elements.
+	for (uint32_t r = 0; r < world; ++r) {
+		c[r] = all_reduce(buf[r], world * n);
+		c[r].device = device_of[r];
+	}
+	run_all(ranks, 0, c);
+	std::vector<double> sum(world * n);
+	for (size_t i = 0; i < world * n; ++i)
+		sum[i] = rank_sum(i);
+	for (uint32_t r = 0; r < world; ++r)
+		expect_close(download_f32(ranks[r].t.dma, buf[r], world * n), sum, 0, 0,
+			     ("rank " + std::to_string(r) + "'s all_reduce").c_str());
+
+	// seq 1: reduce_scatter (max) of the original inputs, each rank's output its own block.
+	for (uint32_t r = 0; r < world; ++r) {
+		upload_f32(ranks[r].t.dma, buf[r], in[r]);
+		c[r] = neuron_collective{NEURON_COLL_REDUCE_SCATTER, NEURON_REDUCE_MAX, NEURON_DTYPE_F32, 0, device_of[r],
+					 0, n, buf[r], buf[r] + r * n * 4};
+	}
+	run_all(ranks, 1, c);
+	for (uint32_t r = 0; r < world; ++r) {
+		std::vector<double> ref(n);
+		for (size_t i = 0; i < n; ++i)
+			ref[i] = std::max({in[0][r * n + i], in[1][r * n + i], in[2][r * n + i]});
+		expect_close(download_f32(ranks[r].t.dma, buf[r] + r * n * 4, n), ref, 0, 0,
+			     ("rank " + std::to_string(r) + "'s reduce_scatter block").c_str());
+	}
+
+	// seq 2: all_gather of each rank's first n inputs into out.
+	for (uint32_t r = 0; r < world; ++r) {
+		upload_f32(ranks[r].t.dma, buf[r], in[r]);
+		c[r] = neuron_collective{NEURON_COLL_ALL_GATHER, 0, NEURON_DTYPE_F32, 0, device_of[r], 0, n, buf[r], out[r]};
+	}
+	run_all(ranks, 2, c);
+	std::vector<double> gathered;
+	for (uint32_t r = 0; r < world; ++r)
+		gathered.insert(gathered.end(), in[r].begin(), in[r].begin() + n);
+	for (uint32_t r = 0; r < world; ++r)
+		expect_close(download_f32(ranks[r].t.dma, out[r], world * n), gathered, 0, 0,
+			     ("rank " + std::to_string(r) + "'s all_gather").c_str());
+
+	// A send from device 1 to device 0 (rank 1 to rank 2).
+	neuron_status s1 = NEURON_OK;
+	std::string e1;
+	std::thread sender([&] {
+		const neuron_p2p_op send{1, 2, NEURON_DTYPE_F32, 1, 7, world * n, buf[1]};
+		s1 = neuron_group_p2p(ranks[1].channel, ranks[1].group, &send, 1);
+		e1 = neuron_last_error();
+	});
+	const neuron_p2p_op recv{0, 1, NEURON_DTYPE_F32, 0, 7, world * n, out[2]};
+	NEURON_OK_OR_FAIL(neuron_group_p2p(ranks[2].channel, ranks[2].group, &recv, 1));
+	sender.join();
+	cr_assert(s1 == NEURON_OK, "rank 1's send: %s", e1.c_str());
+	expect_close(download_f32(ranks[2].t.dma, out[2], world * n), std::vector<double>(in[1].begin(), in[1].end()),
+		     0, 0, "rank 2 got rank 1's buffer");
+
+	for (uint32_t r = 0; r < world; ++r) {
+		NEURON_OK_OR_FAIL(neuron_free(ranks[r].t.client, device_of[r], buf[r]));
+		NEURON_OK_OR_FAIL(neuron_free(ranks[r].t.client, device_of[r], out[r]));
+	}
+	for (uint32_t d = 0; d < 2; ++d) {
+		const uint64_t after = wait_hbm_used(ranks[0].t.client, d, before[d], 5000);
+		cr_assert(after == before[d], "device %u: HBM in use %llu bytes before the collectives, %llu after", d,
+			  static_cast<unsigned long long>(before[d]), static_cast<unsigned long long>(after));
+	}
+	for (auto &r : ranks)
+		r.close();
+}

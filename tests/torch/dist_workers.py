@@ -279,6 +279,17 @@ def ddp_train(rank, world, store_path, steps, global_batch):
     return ddp_steps(rank, world, steps, global_batch)
 
 
+def ddp_device_per_rank(rank, world, store_path, socket, steps, global_batch):
+    """ddp_steps with rank r on neuron:r, as torchrun's LOCAL_RANK places ranks, all
+    tenants of one neurond with a device per rank: the group spans devices."""
+    os.environ["NEURON_SOCKET"] = socket
+    torch.neuron.set_device(rank)
+    _init(rank, world, store_path, backend="neuron")
+    out = ddp_steps(rank, world, steps, global_batch)
+    out["device"] = torch.empty(1, device="neuron").device.index
+    return out
+
+
 def barrier_waits(rank, world, store_path):
     """Through the neuron backend alone, chosen by device_id (no backend string):
     rank 0's barrier returns only after rank 1, which comes 1.5 s late, entered it."""

@@ -79,7 +79,24 @@ def test_missing_rank_is_named(mode):
 
 def test_ddp_matches_single_process():
     steps, batch = 6, 16
-    res = spawn(dist_workers.ddp_train, steps, batch, timeout=300)
+    assert_ddp_matches_single_process(spawn(dist_workers.ddp_train, steps, batch, timeout=300), steps, batch)
+
+
+def test_ddp_with_a_device_per_rank_matches_single_process():
+    """Rank r on neuron:r of one neurond with two devices (torchrun's usual placement):
+    neurond moves the gradients between the devices' memories, and training is the
+    same as on one device."""
+    steps, batch = 6, 16
+    p, sock, d = start_daemon(extra=("--devices", "2"))
+    try:
+        res = spawn(dist_workers.ddp_device_per_rank, sock, steps, batch, timeout=300)
+    finally:
+        stop_daemon(p, d)
+    assert_ddp_matches_single_process(res, steps, batch)
+    assert [res[r]["device"] for r in range(WORLD)] == list(range(WORLD)), res
+
+
+def assert_ddp_matches_single_process(res, steps, batch):
     for r in range(WORLD):
         assert r in res and "error" not in res[r], res.get(r, {}).get("error", f"rank {r} gave no result")
     ref_losses, ref_params = train_single(steps, batch)

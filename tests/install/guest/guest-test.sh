@@ -58,13 +58,15 @@ expected_node() {
 }
 
 node_permissions() {
-	local want have
+	local want have node
 	[ -c /dev/accel/accel0 ] || { echo "no /dev/accel/accel0"; return 1; }
 	want=$(expected_node)
-	have=$(stat -c '%U:%G 0%a' /dev/accel/accel0)
-	[ "$have" = "$want" ] || { echo "node is $have, the udev rule says $want"; return 1; }
-	# never world-accessible, whatever the rule
-	[ $((0$(stat -c %a /dev/accel/accel0) & 7)) -eq 0 ] || { echo "node is world-accessible"; return 1; }
+	for node in /dev/accel/accel*; do
+		have=$(stat -c '%U:%G 0%a' "$node")
+		[ "$have" = "$want" ] || { echo "$node is $have, the udev rule says $want"; return 1; }
+		# never world-accessible, whatever the rule
+		[ $((0$(stat -c %a "$node") & 7)) -eq 0 ] || { echo "$node is world-accessible"; return 1; }
+	done
 }
 
 step "kernel"
@@ -75,7 +77,8 @@ step "apt install from the local repository"
 # a host CPU and slower still on a busy CI host: a job of neuron-demo can outlast the
 # driver's 2 s default and be reset. An operator of such a host sets the option the
 # same way (read when the package's postinst loads the module); purged at the end.
-echo "options neuron job_timeout_ms=60000" >/etc/modprobe.d/neuron-install-test.conf
+# Two devices, as a host has several: the DDP check puts a rank on each.
+echo "options neuron job_timeout_ms=60000 devices=2" >/etc/modprobe.d/neuron-install-test.conf
 use_repo repo1
 t0=$(date +%s)
 if apt-get install -y -q neuron-dkms neuron-runtime neuron-tools libneuron-dev 2>&1 | stamped >/tmp/apt-install.log; then
@@ -140,10 +143,11 @@ so=$(ls "$VENV"/lib/python3*/site-packages/torch_neuron/_C*.so 2>/dev/null | hea
 check wheel_uses_system_libneuron sh -c "ldd '$so' | grep -E 'libneuron.so.1 => (/usr)?/lib/x86_64-linux-gnu/libneuron.so.1' && ! readelf -d '$so' | grep -E 'RPATH|RUNPATH'"
 check torch_script_as_group_member as_user alice "$VENV/bin/python" "$T/torch_check.py"
 # torch.distributed's backend `neuron` on kmd: neurond moves the ranks' buffers by
-# the device's DMA and reduces them in compute jobs (torch_ddp_check.py).
+# the devices' DMA and reduces them in compute jobs, with both ranks on one device
+# and with a device each (torch_ddp_check.py).
 if out=$(as_user alice "$VENV/bin/python" "$T/torch_ddp_check.py" 2>&1); then
 	pass torch_ddp_two_ranks_on_kmd
-	echo "# $(echo "$out" | tail -n 1)"
+	echo "$out" | tail -n 2 | sed 's/^/# /'
 else
 	fail torch_ddp_two_ranks_on_kmd "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
 fi

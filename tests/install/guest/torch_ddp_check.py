@@ -1,9 +1,12 @@
 """The install test's distributed check: two ranks of torch.distributed's backend
 `neuron`, run by a user in group neuron against the system neurond on the kmd backend,
-where neurond moves their buffers by the device's DMA engine and reduces them in
+where neurond moves their buffers by the devices' DMA engines and reduces them in
 compute jobs (runtime/kmd/README.md, "Collective groups"). Checked against the CPU:
 all_reduce of three dtypes, all_gather_into_tensor, reduce_scatter_tensor, broadcast,
-and DDP training equal to one process training on the global batch.
+and DDP training equal to one process training on the global batch. Twice: both ranks
+on neuron:0, then rank r on neuron:r (torchrun's placement by LOCAL_RANK; the guest
+has two devices, between which neurond carries the bytes through a host buffer both
+devices' DMA engines reach).
 """
 import os
 import sys
@@ -44,10 +47,11 @@ def reference_losses():
     return losses
 
 
-def rank_main(rank, store_path, queue):
+def rank_main(rank, store_path, queue, device_per_rank):
     try:
+        dev = torch.device("neuron", rank if device_per_rank else 0)
+        torch.neuron.set_device(dev.index)
         dist.init_process_group("neuron", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD)
-        dev = torch.device("neuron")
         inputs = [torch.arange(1000, dtype=torch.float32) * (r + 1) / 7 for r in range(WORLD)]
         for dtype in (torch.float32, torch.bfloat16, torch.int64):
             t = inputs[rank].to(dtype).to(dev)
@@ -84,14 +88,13 @@ def rank_main(rank, store_path, queue):
         queue.put((rank, None, traceback.format_exc()))
 
 
-def main():
-    assert torch.neuron.is_available(), "device 'neuron' is not available"
-    t0 = time.monotonic()
+def run_ranks(device_per_rank):
+    """Every rank's losses, after each checked the collectives."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="neuron-ddp-") as d:
         store = os.path.join(d, "store")
-        procs = [ctx.Process(target=rank_main, args=(r, store, queue)) for r in range(WORLD)]
+        procs = [ctx.Process(target=rank_main, args=(r, store, queue, device_per_rank)) for r in range(WORLD)]
         for p in procs:
             p.start()
         results = {}
@@ -105,13 +108,21 @@ def main():
                 p.join(30)
                 if p.is_alive():
                     p.kill()
+    return results
+
+
+def main():
+    assert torch.neuron.is_available(), "device 'neuron' is not available"
+    assert torch.neuron.device_count() >= WORLD, f"{torch.neuron.device_count()} device(s), the check needs {WORLD}"
     want = reference_losses()
-    for rank, losses in results.items():
-        for step, (got, ref) in enumerate(zip(losses, want)):
-            assert abs(got - ref) <= 1e-4 * max(1.0, abs(ref)), \
-                f"rank {rank} step {step}: loss {got}, one process on the CPU {ref}"
-    print(f"DDP on 2 ranks: collectives equal the CPU, losses {', '.join(f'{v:.5f}' for v in want)} "
-          f"equal one process's, {time.monotonic() - t0:.1f}s")
+    for device_per_rank, placement in ((False, "both on neuron:0"), (True, "rank r on neuron:r")):
+        t0 = time.monotonic()
+        for rank, losses in run_ranks(device_per_rank).items():
+            for step, (got, ref) in enumerate(zip(losses, want)):
+                assert abs(got - ref) <= 1e-4 * max(1.0, abs(ref)), \
+                    f"{placement}: rank {rank} step {step}: loss {got}, one process on the CPU {ref}"
+        print(f"DDP on 2 ranks, {placement}: collectives equal the CPU, losses "
+              f"{', '.join(f'{v:.5f}' for v in want)} equal one process's, {time.monotonic() - t0:.1f}s")
     return 0
 
 

@@ -167,26 +167,28 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 	const int written = kernels::written_operands(cmd);
 	for (int k = 0; k < n; ++k) {
 		const neuron_tensor_desc &d = cmd.operands[k];
-		const std::string who = operand_name(cmd, k);
+		// Named only for a fault: building the name costs a heap allocation, and
+		// this runs for every operand of every tile.
+		auto who = [&] { return operand_name(cmd, k); };
 		const auto extent = kernels::byte_extent(d);
 		if (!extent)
-			return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": sizes and strides reach past 2^62 bytes");
+			return fault(NEURON_FAULT_OUT_OF_BOUNDS, who() + ": sizes and strides reach past 2^62 bytes");
 		Placement &p = out->where[k];
 		p = Placement{};
 		std::string why;
 		if (d.mem_space == NEURON_MEM_DEVICE) {
 			if (d.host_buffer != 0)
-				return fault(NEURON_FAULT_BAD_OPERAND, who + ": host_buffer must be 0 for device memory");
+				return fault(NEURON_FAULT_BAD_OPERAND, who() + ": host_buffer must be 0 for device memory");
 			if (*extent > 0 && !memory.place_device(d.addr, *extent, k < written, &p, &why))
-				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": " + why);
+				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who() + ": " + why);
 		} else if (d.mem_space == NEURON_MEM_HOST) {
 			if (!dma)
-				return fault(NEURON_FAULT_BAD_OPERAND, who + ": host memory can only be named on a DMA queue");
+				return fault(NEURON_FAULT_BAD_OPERAND, who() + ": host memory can only be named on a DMA queue");
 			if (!memory.place_host(d.host_buffer, d.addr, *extent, k < written, &p, &why))
-				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who + ": " + why);
+				return fault(NEURON_FAULT_OUT_OF_BOUNDS, who() + ": " + why);
 		} else {
 			return fault(NEURON_FAULT_BAD_OPERAND,
-				     who + ": mem_space " + std::to_string(d.mem_space) + " is unknown");
+				     who() + ": mem_space " + std::to_string(d.mem_space) + " is unknown");
 		}
 		kernels::View &v = out->views[k];
 		v.data = *extent > 0 ? p.data : nullptr;

@@ -78,8 +78,8 @@ step "apt install from the local repository"
 # driver's 2 s default and be reset. An operator of such a host sets the option the
 # same way (read when the package's postinst loads the module); purged at the end.
 # Two devices, as a host has several: the DDP check puts a rank on each. Four cores
-# each, the one device's eight of before: every core is an engine thread of neurond
-# on the guest's 2 vCPUs (with sixteen the restart check took 655 s, 73-348 s with eight).
+# each, eight in all as the one device had before: every core is an engine thread of
+# neurond on the guest's 2 vCPUs, so the other checks run as before.
 echo "options neuron job_timeout_ms=60000 devices=2 cores=4" >/etc/modprobe.d/neuron-install-test.conf
 use_repo repo1
 t0=$(date +%s)

@@ -24,9 +24,9 @@ struct Rank {
 	Tenant t;
 	neuron_client *channel = nullptr;
 	uint64_t group = 0;
-	void open(const char *name)
+	void open(const char *name, uint32_t device = 0)
 	{
-		t.open(name);
+		t.open(name, device);
 		neuron_connect_options o{g_daemon->socket_path().c_str(), "channel", 0, 1};
 		NEURON_OK_OR_FAIL(neuron_connect(&o, &channel));
 	}
@@ -495,11 +495,7 @@ DAEMON_TEST(collective, ranks_on_two_devices_reduce_gather_and_exchange)
 	const size_t n = 400'000; // 1.6 MB per rank: several chunks
 	std::vector<Rank> ranks(world);
 	for (uint32_t r = 0; r < world; ++r)
-		ranks[r].t.open(("rank" + std::to_string(r)).c_str(), device_of[r]);
-	for (uint32_t r = 0; r < world; ++r) {
-		neuron_connect_options o{g_daemon->socket_path().c_str(), "channel", 0, 1};
-		NEURON_OK_OR_FAIL(neuron_connect(&o, &ranks[r].channel));
-	}
+		ranks[r].open(("rank" + std::to_string(r)).c_str(), device_of[r]);
 	const uint64_t before[2] = {hbm_used(ranks[0].t.client, 0), hbm_used(ranks[0].t.client, 1)};
 	join_all(ranks, "g-two-devices");
 	std::vector<std::vector<float>> in(world);

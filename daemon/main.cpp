@@ -109,6 +109,10 @@ int main(int argc, char **argv)
 	int exit_code = 0;
 	if (!parse_config(argc, argv, &config, &exit_code))
 		return exit_code;
+	if (const std::string bad = kernels::isa_cap_error(); !bad.empty()) {
+		std::cerr << "neurond: " << bad << "\n";
+		return 2;
+	}
 	LogLevel level = LogLevel::Info;
 	parse_log_level(config.log_level, &level);
 	set_log_level(level);

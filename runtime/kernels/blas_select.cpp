@@ -25,6 +25,7 @@ namespace neuron::kernels {
 namespace {
 
 constexpr const char *kCoreTypeVar = "OPENBLAS_CORETYPE";
+constexpr const char *kIsaCapVar = "NEURON_MAX_CPU_ISA";
 
 #if defined(__x86_64__) || defined(__i386__)
 void read_vendor_and_model(CpuFeatures &f)
@@ -93,7 +94,7 @@ BlasSelection run_selection()
 		s.reason = "OpenBLAS's own choice (no rule for this CPU)";
 	} else if (have < 0) {
 		s.reason = "OpenBLAS's own choice (a kernel set newer than this file's table)";
-	} else if (have >= want) {
+	} else if (have == want || (have > want && s.cpu.cap.empty())) {
 		s.reason = strcasecmp(s.at_load.c_str(), s.wanted.c_str()) == 0
 				   ? "OpenBLAS's own choice, as the CPU's features give"
 				   : "OpenBLAS's own choice, for the same instruction set as the CPU's features give";
@@ -101,8 +102,10 @@ BlasSelection run_selection()
 		s.reason = "fixed when this OpenBLAS was built (no DYNAMIC_ARCH): " + s.wanted + " would suit the CPU";
 	} else {
 		reselect_openblas(s.wanted);
+		const std::string features = s.cpu.cap.empty() ? "the CPU's features"
+							       : std::string("the CPU's features under ") + kIsaCapVar + "=" + s.cpu.cap;
 		s.reason = strcasecmp(corename().c_str(), s.wanted.c_str()) == 0
-				   ? "chosen from the CPU's features (OpenBLAS picked " + s.at_load + " at load)"
+				   ? "chosen from " + features + " (OpenBLAS picked " + s.at_load + " at load)"
 				   : "OpenBLAS has no " + s.wanted + " kernels (picked " + s.at_load + " at load)";
 	}
 	s.kernel = corename();
@@ -110,6 +113,25 @@ BlasSelection run_selection()
 }
 
 } // namespace
+
+std::string apply_isa_cap(CpuFeatures &f, const char *value)
+{
+	if (!value || !*value || strcasecmp(value, "avx512") == 0)
+		return {};
+	if (strcasecmp(value, "avx2") != 0)
+		return std::string(kIsaCapVar) + "='" + value + "': expected avx512 (all the CPU has) or avx2";
+	if (f.avx512) {
+		f.avx512 = false;
+		f.cap = "avx2";
+	}
+	return {};
+}
+
+std::string isa_cap_error()
+{
+	CpuFeatures f;
+	return apply_isa_cap(f, std::getenv(kIsaCapVar));
+}
 
 CpuFeatures host_cpu_features()
 {
@@ -125,6 +147,7 @@ CpuFeatures host_cpu_features()
 		   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
 		   __builtin_cpu_supports("avx512vl");
 #endif
+	apply_isa_cap(f, std::getenv(kIsaCapVar));
 	return f;
 }
 
@@ -181,6 +204,8 @@ std::string blas_description()
 				cpu += name;
 		if (!s.cpu.avx)
 			cpu += " no AVX";
+		if (!s.cpu.cap.empty())
+			cpu += std::string(" (capped at ") + s.cpu.cap + " by " + kIsaCapVar + ": no AVX-512)";
 	}
 	const detail::MicroKernel *mk = detail::active_micro_kernel();
 	const std::string chip = mk ? "packed " + std::string(mk->name) + " GEMM, BLAS for thin products"

@@ -29,6 +29,13 @@
 // OpenBLAS releases for AMD Zen 4: AVX-512 (F, CD, BW, DQ, VL) -> SkylakeX;
 // AVX2 + FMA -> Haswell (Zen on AMD and Hygon); AVX -> Sandybridge (Intel).
 //
+// NEURON_MAX_CPU_ISA (after oneDNN's ONEDNN_MAX_CPU_ISA) caps the instruction set
+// the chip's kernels and this choice may use: "avx512" (the default: all the CPU
+// has) or "avx2" (as a host without AVX-512 runs: AMD Zen 1-3, Intel client
+// parts). With the cap the packed multiply runs its AVX2 kernel and OpenBLAS its
+// AVX2 kernel set even where it picked AVX-512 ones at load, so the AVX2 path can
+// be measured on an AVX-512 host (bench-runtime, bench-gemm) as it runs elsewhere.
+//
 // Threads: select_blas() must run before the first BLAS call and before other
 // threads read the environment (it sets and clears OPENBLAS_CORETYPE): neurond and
 // bench-runtime call it first thing in main(); run_matmul() also calls it before
@@ -49,9 +56,20 @@ struct CpuFeatures {
 	// F, CD, BW, DQ and VL, with the OS saving the zmm state: what OpenBLAS's
 	// SkylakeX kernels and the packed GEMM (packed_gemm.h) need.
 	bool avx512 = false;
+	std::string cap; // "avx2" when NEURON_MAX_CPU_ISA hid newer features, else ""
 };
 
+// The CPU's features under NEURON_MAX_CPU_ISA (an invalid value caps nothing;
+// neurond refuses to start on it, see isa_cap_error).
 CpuFeatures host_cpu_features();
+
+// Caps f at the instruction set `value` names (NEURON_MAX_CPU_ISA's values, any
+// case; null or "" caps nothing). Returns what is wrong with the value, "" if
+// nothing, and leaves f as it was then.
+std::string apply_isa_cap(CpuFeatures &f, const char *value);
+
+// What is wrong with the environment's NEURON_MAX_CPU_ISA, "" if nothing.
+std::string isa_cap_error();
 
 // The OpenBLAS kernel set (an OPENBLAS_CORETYPE name) for a CPU with these
 // features, or "" when the choice is best left to OpenBLAS's model table (no AVX;

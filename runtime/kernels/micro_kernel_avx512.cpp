@@ -3,6 +3,8 @@
 // multiply's speed against OpenBLAS).
 #include "micro_kernel.h"
 
+#include "blas_select.h"
+
 // GCC 12 warns that the intrinsics' own internal "undefined" vectors may be used
 // uninitialised (GCC bug 105593); nothing here reads one.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -135,7 +137,7 @@ constexpr MicroKernel kAvx512{"AVX-512", kMR, kNR, run, pack_rows8_f32};
 
 const MicroKernel *avx512_micro_kernel()
 {
-	static const bool yes = __builtin_cpu_supports("avx512f");
+	static const bool yes = host_cpu_features().avx512; // NEURON_MAX_CPU_ISA may hide it
 	return yes ? &kAvx512 : nullptr;
 }
 

@@ -105,6 +105,10 @@ void run(int n, int mt, int nt, int kt, int reps)
 
 int main(int argc, char **argv)
 {
+	if (const std::string bad = neuron::kernels::isa_cap_error(); !bad.empty()) {
+		std::fprintf(stderr, "bench-gemm: %s\n", bad.c_str());
+		return 2;
+	}
 	neuron::kernels::select_blas();
 	openblas_set_num_threads(1);
 	std::vector<int> sizes = {1024, 2048, 4096};

@@ -279,6 +279,10 @@ void report_matmul(neuron_client *c, neuron_queue *core, neuron_queue *dma, int 
 
 int main(int argc, char **argv)
 {
+	if (const std::string bad = neuron::kernels::isa_cap_error(); !bad.empty()) {
+		std::fprintf(stderr, "bench-runtime: %s\n", bad.c_str());
+		return 2;
+	}
 	// Before any thread starts: the BLAS kernel set (blas_select.h).
 	neuron::kernels::select_blas();
 	std::string neurond_path, python = "python3";

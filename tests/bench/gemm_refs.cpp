@@ -86,15 +86,21 @@ GemmRefs::GemmRefs(int threads, std::string python, std::string torch_helper)
 	// BLIS fixes its kernel set in bli_init(), from BLIS_ARCH_TYPE (an arch id) when
 	// set; the names of the ids come from bli_arch_string, which needs no init.
 	// (bli_arch_query_id before bli_init aborts when BLIS_ARCH_TYPE is set.)
+	// Under NEURON_MAX_CPU_ISA=avx2 BLIS's own detection would still take AVX-512
+	// kernels on an AVX-512 host: its AVX2 configuration for the vendor instead.
 	std::string how = std::getenv("BLIS_ARCH_TYPE") ? "set by BLIS_ARCH_TYPE" : "BLIS's own choice";
-	if (!std::getenv("BLIS_ARCH_TYPE") && neuron::kernels::host_cpu_features().avx512)
+	const neuron::kernels::CpuFeatures cpu = neuron::kernels::host_cpu_features();
+	const std::string want = cpu.avx512 ? "skx" : !cpu.cap.empty() ? (cpu.vendor == "AuthenticAMD" ? "zen3" : "haswell") : "";
+	if (!std::getenv("BLIS_ARCH_TYPE") && !want.empty())
 		for (int id = 0; id < 64; ++id) {
 			const char *s = arch_string(id);
 			if (!s || std::string(s) == "generic")
 				break;
-			if (std::string(s) == "skx") {
+			if (s == want) {
 				setenv("BLIS_ARCH_TYPE", std::to_string(id).c_str(), 1);
-				how = "chosen from the CPU's features (BLIS_ARCH_TYPE)";
+				how = cpu.cap.empty() ? "chosen from the CPU's features (BLIS_ARCH_TYPE)"
+						      : "chosen from the CPU's features under NEURON_MAX_CPU_ISA=" + cpu.cap +
+								" (BLIS_ARCH_TYPE)";
 				break;
 			}
 		}
@@ -164,8 +170,12 @@ GemmRef GemmRefs::torch(int n, int reps)
 		r.note = "skipped";
 		return r;
 	}
-	const std::string cmd = shell_quote(python_) + " " + shell_quote(torch_helper_) + " " + std::to_string(n) + " " +
-				std::to_string(threads_) + " " + std::to_string(reps) + " 2>&1";
+	// Under NEURON_MAX_CPU_ISA=avx2, PyTorch's own caps for its BLAS (MKL), oneDNN
+	// and ATen kernels, so that its matmul is an AVX2 one too.
+	const bool capped = !neuron::kernels::host_cpu_features().cap.empty();
+	const std::string env = capped ? "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 " : "";
+	const std::string cmd = env + shell_quote(python_) + " " + shell_quote(torch_helper_) + " " + std::to_string(n) +
+				" " + std::to_string(threads_) + " " + std::to_string(reps) + " 2>&1";
 	FILE *p = popen(cmd.c_str(), "r");
 	if (!p) {
 		r.note = "could not start " + python_;

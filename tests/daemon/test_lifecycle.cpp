@@ -1,6 +1,7 @@
 // Daemon lifecycle as tenants see it: no daemon, a daemon killed under a blocked
 // waiter, a clean SIGTERM with tenants connected, a second daemon on a busy socket,
-// and a restart over the stale socket a killed daemon leaves behind.
+// a restart over the stale socket a killed daemon leaves behind, and the
+// instruction-set cap checked at start.
 #include "daemon_test.h"
 #include "raw_client.h"
 
@@ -8,6 +9,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -220,6 +222,68 @@ DAEMON_TEST(lifecycle, second_daemon_on_the_same_socket_refuses_to_start)
 	for (float x : download_f32(t.dma, buf, 256))
 		cr_assert(x == 3.0f, "the first neurond computed %g after the second one's attempt", x);
 	neuron_disconnect(connect("after-second"));
+	t.close();
+}
+
+// NEURON_MAX_CPU_ISA (kernels/blas_select.h) caps the instruction set of the
+// chip's kernels. neurond refuses a value it does not know before it takes a
+// device or a socket; under "avx2" on an AVX-512 host its blas= line says that it
+// runs the AVX2 kernels, and a matmul over several tiles and ragged register blocks
+// equals a double product on the CPU.
+DAEMON_TEST(lifecycle, cpu_isa_cap_is_checked_and_applied)
+{
+	setenv("NEURON_MAX_CPU_ISA", "avx-512", 1);
+	NeurondProcess &bad = *extra_daemon("");
+	std::string error;
+	cr_assert(bad.spawn(&error), "%s", error.c_str());
+	const auto e = bad.wait_exit(10000);
+	cr_assert(e.exited && !e.signaled && e.code == 2, "neurond with NEURON_MAX_CPU_ISA=avx-512 ended with %s",
+		  e.describe().c_str());
+	cr_assert(bad.log().find("NEURON_MAX_CPU_ISA='avx-512': expected avx512") != std::string::npos,
+		  "neurond did not say what is wrong with the value:\n%s", bad.log_tail().c_str());
+
+	setenv("NEURON_MAX_CPU_ISA", "avx2", 1);
+	NeurondProcess &capped = *extra_daemon("");
+	const bool started = capped.start(&error);
+	unsetenv("NEURON_MAX_CPU_ISA");
+	cr_assert(started, "neurond under NEURON_MAX_CPU_ISA=avx2: %s", error.c_str());
+	const std::string log = capped.log();
+	cr_assert(log.find("blas=") != std::string::npos, "no blas= line:\n%s", capped.log_tail().c_str());
+	cr_assert(log.find("packed AVX-512") == std::string::npos, "AVX-512 kernels under the cap:\n%s",
+		  capped.log_tail().c_str());
+	const std::string flags = [] {
+		std::ifstream in("/proc/cpuinfo");
+		for (std::string line; std::getline(in, line);)
+			if (line.rfind("flags", 0) == 0)
+				return line + " ";
+		return std::string();
+	}();
+	const auto has = [&](const char *f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+	if (has("avx512f") && has("avx512cd") && has("avx512bw") && has("avx512dq") && has("avx512vl"))
+		cr_assert(log.find("capped at avx2") != std::string::npos, "the cap is not in the blas= line:\n%s",
+			  capped.log_tail().c_str());
+	if (has("avx2") && has("fma"))
+		cr_assert(log.find("packed AVX2 GEMM") != std::string::npos, "not the AVX2 kernel:\n%s",
+			  capped.log_tail().c_str());
+
+	Tenant t;
+	t.client = connect("isa-cap", capped.socket_path());
+	NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_DMA, 0, 0, &t.dma));
+	NEURON_OK_OR_FAIL(neuron_queue_create(t.client, 0, NEURON_QUEUE_CORE, 0, 0, &t.core));
+	const int M = 203, K = 601, N = 150; // M % 6, M % 8, N % 16 and K % 256 != 0; several tiles
+	const auto a = random_f32(M * K, 11), b = random_f32(K * N, 12);
+	const uint64_t da = dev_alloc(t.client, a.size() * 4), db = dev_alloc(t.client, b.size() * 4),
+		       dout = dev_alloc(t.client, M * N * 4);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, db, b);
+	run(t.core, make_matmul(desc(dout, NEURON_DTYPE_F32, {M, N}), desc(da, NEURON_DTYPE_F32, {M, K}),
+				desc(db, NEURON_DTYPE_F32, {K, N})));
+	std::vector<double> ref(static_cast<size_t>(M) * N);
+	for (int i = 0; i < M; ++i)
+		for (int k = 0; k < K; ++k)
+			for (int j = 0; j < N; ++j)
+				ref[i * N + j] += double(a[i * K + k]) * double(b[k * N + j]);
+	expect_close(download_f32(t.dma, dout, ref.size()), ref, 1e-4, 1e-4, "matmul under NEURON_MAX_CPU_ISA=avx2");
 	t.close();
 }
 

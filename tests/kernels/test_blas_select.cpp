@@ -115,7 +115,45 @@ Test(blas_select, host_features_match_proc_cpuinfo)
 	cr_expect_eq(f.avx, has("avx"));
 	cr_expect_eq(f.avx2, has("avx2"));
 	cr_expect_eq(f.fma, has("fma"));
-	cr_expect_eq(f.avx512, has("avx512f") && has("avx512cd") && has("avx512bw") && has("avx512dq") && has("avx512vl"));
+	const bool avx512 = has("avx512f") && has("avx512cd") && has("avx512bw") && has("avx512dq") && has("avx512vl");
+	const char *cap = std::getenv("NEURON_MAX_CPU_ISA");
+	if (cap && strcasecmp(cap, "avx2") == 0) {
+		cr_expect(!f.avx512, "AVX-512 shown under NEURON_MAX_CPU_ISA=avx2");
+		cr_expect_eq(f.cap, std::string(avx512 ? "avx2" : ""));
+	} else {
+		cr_expect_eq(f.avx512, avx512);
+	}
+}
+
+// NEURON_MAX_CPU_ISA's values: "avx2" hides AVX-512 (and says so), "avx512" or
+// nothing changes nothing, any case; any other value is refused with what it
+// accepts, and the features stay as they were.
+Test(blas_select, isa_cap_values)
+{
+	using neuron::kernels::apply_isa_cap;
+	for (const char *v : {"avx2", "AVX2", "Avx2"}) {
+		CpuFeatures f = cpu("GenuineIntel", true, true, true, true);
+		cr_expect_eq(apply_isa_cap(f, v), std::string());
+		cr_expect(!f.avx512 && f.avx2 && f.fma && f.avx, "%s", v);
+		cr_expect_eq(f.cap, std::string("avx2"));
+		cr_expect_eq(neuron::kernels::openblas_kernel_for(f), std::string("Haswell"));
+	}
+	CpuFeatures zen3 = cpu("AuthenticAMD", true, true, true, false);
+	cr_expect_eq(apply_isa_cap(zen3, "avx2"), std::string());
+	cr_expect(zen3.cap.empty(), "a CPU without AVX-512 has nothing to hide");
+	for (const char *v : {static_cast<const char *>(nullptr), "", "avx512", "AVX512"}) {
+		CpuFeatures f = cpu("AuthenticAMD", true, true, true, true);
+		cr_expect_eq(apply_isa_cap(f, v), std::string());
+		cr_expect(f.avx512 && f.cap.empty(), "%s", v ? v : "(unset)");
+	}
+	for (const char *v : {"sse", "avx-512", "avx2 ", "all"}) {
+		CpuFeatures f = cpu("GenuineIntel", true, true, true, true);
+		const std::string e = apply_isa_cap(f, v);
+		cr_expect(e.find("NEURON_MAX_CPU_ISA") != std::string::npos && e.find(v) != std::string::npos &&
+				  e.find("avx2") != std::string::npos,
+			  "'%s': %s", v, e.c_str());
+		cr_expect(f.avx512 && f.cap.empty(), "'%s' changed the features", v);
+	}
 }
 
 // The kernels in use never target an older instruction set than the CPU runs
@@ -135,6 +173,10 @@ Test(blas_select, kernels_in_use_fit_the_cpu)
 	if (!s.wanted.empty() && openblas_kernel_level(s.at_load) >= 0)
 		cr_expect_geq(openblas_kernel_level(s.kernel), openblas_kernel_level(s.wanted),
 			      "kernels %s for a CPU that runs %s (%s)", s.kernel.c_str(), s.wanted.c_str(), s.reason.c_str());
+	// Under NEURON_MAX_CPU_ISA=avx2 nothing newer than AVX2 is in use.
+	if (!s.cpu.cap.empty() && openblas_kernel_level(s.at_load) >= 0)
+		cr_expect_leq(openblas_kernel_level(s.kernel), 2, "kernels %s under NEURON_MAX_CPU_ISA=%s (%s)",
+			      s.kernel.c_str(), s.cpu.cap.c_str(), s.reason.c_str());
 	// Selecting again changes nothing, and the environment is as it was.
 	cr_expect_eq(&neuron::kernels::select_blas(), &s);
 	cr_expect_null(std::getenv("OPENBLAS_CORETYPE"));

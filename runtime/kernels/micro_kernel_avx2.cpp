@@ -151,7 +151,47 @@ void run(int rows, int64_t kc, const float *a, const float *b, float *c, int64_t
 	}
 }
 
-constexpr MicroKernel kAvx2{"AVX2", kMR, kNR, run, nullptr};
+// One panel of kMR = 6 rows of a row-major f32 matrix (row stride ld), kc columns:
+// panel[k * 6 + r] = x[r * ld + k]. A 6x8 transpose in registers per 8 columns:
+// the generic packing (one row into a line buffer, then a scatter at stride 6)
+// took 5-6% of a 1024 multiply under perf.
+__attribute__((target("avx2"))) void pack_rows6_f32(const float *x, int64_t ld, int64_t kc, float *panel)
+{
+	static_assert(kMR == 6);
+	int64_t k = 0;
+	for (; k + 8 <= kc; k += 8) {
+		__m256 r[6];
+		for (int i = 0; i < 6; ++i)
+			r[i] = _mm256_loadu_ps(x + i * ld + k);
+		// Per 128-bit lane j (columns 4j .. 4j+3): pairs of rows, then rows 0-3.
+		const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+		const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+		// q[m], lane j: rows 0-3 of column 4j + m.
+		const __m256 q[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+				     _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+		// p[m / 2], lane j, 64-bit half m % 2: rows 4-5 of column 4j + m.
+		const __m256 p[2] = {_mm256_unpacklo_ps(r[4], r[5]), _mm256_unpackhi_ps(r[4], r[5])};
+		float *out = panel + k * 6;
+		for (int j = 0; j < 2; ++j) {
+			const __m128 p0 = j ? _mm256_extractf128_ps(p[0], 1) : _mm256_castps256_ps128(p[0]);
+			const __m128 p1 = j ? _mm256_extractf128_ps(p[1], 1) : _mm256_castps256_ps128(p[1]);
+			const __m128 pm[4] = {p0, p0, p1, p1};
+			for (int m = 0; m < 4; ++m) {
+				float *col = out + (4 * j + m) * 6;
+				_mm_storeu_ps(col, j ? _mm256_extractf128_ps(q[m], 1) : _mm256_castps256_ps128(q[m]));
+				if (m % 2 == 0)
+					_mm_storel_pi(reinterpret_cast<__m64 *>(col + 4), pm[m]);
+				else
+					_mm_storeh_pi(reinterpret_cast<__m64 *>(col + 4), pm[m]);
+			}
+		}
+	}
+	for (; k < kc; ++k)
+		for (int i = 0; i < 6; ++i)
+			panel[k * 6 + i] = x[i * ld + k];
+}
+
+constexpr MicroKernel kAvx2{"AVX2", kMR, kNR, run, pack_rows6_f32};
 
 } // namespace
 

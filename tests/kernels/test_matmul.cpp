@@ -301,3 +301,37 @@ void packs_cases()
 } // namespace
 
 Test(matmul, packs_shared_across_the_tiles_of_a_command) { with_each_kernel(packs_cases); }
+
+// Each register kernel's fast packing of a's rows (micro_kernel.h) against its
+// definition, panel[k * mr + r] = x[r * ld + k]: every column count around the
+// vector widths, and nothing written past the panel.
+Test(matmul, pack_rows_matches_its_definition)
+{
+	using neuron::kernels::detail::MicroKernel;
+	int checked = 0;
+	for (const MicroKernel *mk :
+	     {neuron::kernels::detail::avx512_micro_kernel(), neuron::kernels::detail::avx2_micro_kernel()}) {
+		if (!mk || !mk->pack_rows_f32)
+			continue;
+		for (int64_t kc : {1, 5, 7, 8, 9, 15, 16, 17, 24, 31, 33, 256}) {
+			const int64_t ld = kc + 3;
+			std::vector<float> x(static_cast<size_t>(mk->mr * ld));
+			for (size_t i = 0; i < x.size(); ++i)
+				x[i] = static_cast<float>(i) * 0.5f - 7.0f;
+			const size_t size = static_cast<size_t>(mk->mr * kc), guard = 64;
+			std::vector<float> panel(size + guard, 1234.5f);
+			mk->pack_rows_f32(x.data(), ld, kc, panel.data());
+			for (int64_t k = 0; k < kc; ++k)
+				for (int r = 0; r < mk->mr; ++r)
+					cr_assert_eq(panel[k * mk->mr + r], x[r * ld + k], "%.*s kc=%lld: panel[%lld][%d] = %g, expected %g",
+						     int(mk->name.size()), mk->name.data(), (long long)kc, (long long)k, r,
+						     panel[k * mk->mr + r], x[r * ld + k]);
+			for (size_t i = size; i < panel.size(); ++i)
+				cr_assert_eq(panel[i], 1234.5f, "%.*s kc=%lld wrote past the panel (float %zu)",
+					     int(mk->name.size()), mk->name.data(), (long long)kc, i - size);
+		}
+		++checked;
+	}
+	if (checked == 0)
+		cr_log_info("this host runs no register kernel with its own packing: nothing to check");
+}

@@ -118,10 +118,17 @@ template <class Write> neuron_status publish(neuron_queue *q, uint32_t count, ui
 	if (q->ring.fault_code() != NEURON_FAULT_NONE)
 		return fault_status(q);
 	const uint64_t first = q->submitted + 1, last = first + count - 1;
-	// A slot is free once the command slot_count places earlier completed.
-	if (!q->ring.has_room(last))
-		if (neuron_status s = wait_completed(q, last - q->slot_count, -1); s != NEURON_OK)
+	// A slot is free once the command slot_count places earlier completed. On a
+	// full ring, wait until a quarter of it has drained rather than for the one
+	// slot: a producer ahead of the device would otherwise sleep and be woken
+	// after every completion (a futex wake-up on the engine's path per command:
+	// ~10% of neurond's time in a transformer step whose host ran ahead), while
+	// the device still has three quarters of the ring queued.
+	if (!q->ring.has_room(last)) {
+		const uint64_t target = std::min(last - q->slot_count + q->slot_count / 4, q->submitted);
+		if (neuron_status s = wait_completed(q, target, -1); s != NEURON_OK)
 			return s;
+	}
 	write(first);
 	atomic_u64(q->submitted).store(last, std::memory_order_release);
 	if (seq_out)

@@ -98,7 +98,7 @@ Queue::~Queue()
 	close(memfd_);
 }
 
-std::shared_ptr<Queue> Queue::blocking_peer() const
+std::shared_ptr<Queue> Queue::blocking_peer(uint64_t *value_out) const
 {
 	const uint64_t seq = next_seq();
 	if (ring_.tail() < seq)
@@ -110,6 +110,8 @@ std::shared_ptr<Queue> Queue::blocking_peer() const
 	std::shared_ptr<Queue> peer = peers_->find(id);
 	if (!peer || peer->completed() >= value || peer->faulted() || peer->retired())
 		return nullptr; // may start, or start_command faults it
+	if (value_out)
+		*value_out = value;
 	return peer;
 }
 

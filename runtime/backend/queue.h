@@ -92,10 +92,11 @@ public:
 	// queue has not reached the value yet; nullptr if the next command is absent,
 	// waits on nothing or may start. A hint read from the tenant's slot, so that
 	// engines sleep instead of polling a blocked command: start_command re-reads
-	// the command and re-checks (and faults a bad wait). Any thread.
-	std::shared_ptr<Queue> blocking_peer() const;
-	// The word complete_one() bumps (and wakes) after every command: engines blocked
-	// on this queue sleep on it, announced in header()->waiters.
+	// the command and re-checks (and faults a bad wait). Any thread. `value`, when
+	// given: the count of the peer's completed commands the command waits for.
+	std::shared_ptr<Queue> blocking_peer(uint64_t *value = nullptr) const;
+	// The word complete_one() bumps after every command: engines blocked on this
+	// queue sleep on it as targeted waiters (ring().announce_waiter).
 	uint32_t *completed_word() const { return ring_.completed_word(); }
 	void complete_one() { complete(1); }
 	// A command of `slots` ring slots completed (EXEC_PROGRAM with its bindings).

@@ -486,24 +486,31 @@ void Engine::sleep_until_doorbell()
 		++announced;
 		waiters[n++] = {bell, reinterpret_cast<uintptr_t>(q->ring().doorbell_word()), FUTEX_32, 0};
 	}
-	// A next command blocked on another queue: also wake when that queue completes
-	// one (its word first, then the announcement; the re-check below closes the race).
+	// A next command blocked on another queue: also wake when that queue reaches
+	// the value the command waits for (a targeted waiter, ring.h: not at every one
+	// of its completions; a D2H copy queued behind a hundred kernels woke the DMA
+	// engine a hundred times). The re-check below closes the race.
 	blockers_.clear();
+	bool pending = false;
 	for (const auto &q : watched_) {
 		if (n == kMax) {
 			truncated = true;
 			break;
 		}
-		std::shared_ptr<Queue> peer = q->blocking_peer();
+		uint64_t value = 0;
+		std::shared_ptr<Queue> peer = q->blocking_peer(&value);
 		if (!peer)
 			continue;
-		const uint32_t word = peer->ring().announce_waiter();
+		const uint32_t word = peer->ring().announce_waiter(value);
 		waiters[n++] = {word, reinterpret_cast<uintptr_t>(peer->completed_word()), FUTEX_32, 0};
 		blockers_.push_back(std::move(peer));
+		// Reset by a wake-up for an earlier value since: do not sleep on it, the
+		// next pass registers again.
+		if (!blockers_.back()->ring().target_registered(value))
+			pending = true;
 	}
 	// Re-check after announcing sleep: a tenant that published before it could see
 	// the announcement has its command seen here.
-	bool pending = false;
 	for (const auto &l : eligible_)
 		if (l->claimed_by() < 0 && l->runnable()) {
 			pending = true;

@@ -145,6 +145,32 @@ Test(isa11, compare_and_where)
 		}
 }
 
+// WHERE on contiguous operands of every element size (the fixed-size fast path),
+// across several blocks, and in place (out is a).
+Test(isa11, where_every_element_size_contiguous_and_in_place)
+{
+	for (int dt : kAllDtypes) {
+		const Tensor a = Tensor::make(dt, {3000}), b = Tensor::make(dt, {3000});
+		a.randomize(11, -50, 50);
+		b.randomize(12, -50, 50);
+		const Tensor c = Tensor::make(NEURON_DTYPE_BOOL, {3000});
+		for (int64_t i = 0; i < 3000; ++i)
+			c.set(&i, (i * 7919) % 5 < 2 ? 1.0 : 0.0);
+		const Tensor w = Tensor::make(dt, {3000});
+		auto cw = make_cmd(NEURON_OP_WHERE, {&w, &c, &a, &b});
+		run(cw, {&w, &c, &a, &b});
+		expect_tensor(w, [&](const int64_t *i) { return c.get(i) != 0 ? a.get(i) : b.get(i); }, Tol{0, 0},
+			      "where dtype " + std::to_string(dt));
+		std::vector<double> want(3000);
+		for (int64_t i = 0; i < 3000; ++i)
+			want[i] = c.get(&i) != 0 ? a.get(&i) : b.get(&i);
+		auto ci = make_cmd(NEURON_OP_WHERE, {&a, &c, &a, &b});
+		run(ci, {&a, &c, &a, &b});
+		expect_tensor(a, [&](const int64_t *i) { return want[*i]; }, Tol{0, 0},
+			      "where in place, dtype " + std::to_string(dt));
+	}
+}
+
 Test(isa11, log_softmax)
 {
 	for (int dt : kFloatDtypes)

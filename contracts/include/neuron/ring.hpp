@@ -54,6 +54,28 @@ public:
 	// The word the consumer bumps after every completion and fault.
 	uint32_t *completed_word() const { return &h_->completed_futex; }
 
+	// A targeted sleeper's registration (ring.h, "Targeted waits"): lowers
+	// wake_at to `target`, then returns the word to sleep on. Sleep on it only
+	// while target_registered(target) still holds after this returned (a wake-up
+	// for an earlier target can reset wake_at in between); the caller counted
+	// itself in target_waiters first.
+	uint32_t register_target(uint64_t target) const
+	{
+		auto at = atomic_u64(h_->wake_at);
+		uint64_t cur = at.load(std::memory_order_seq_cst);
+		while (target < cur && !at.compare_exchange_weak(cur, target, std::memory_order_seq_cst))
+			;
+		return atomic_u32(h_->completed_futex).load(std::memory_order_seq_cst);
+	}
+	bool target_registered(uint64_t target) const
+	{
+		return atomic_u64(h_->wake_at).load(std::memory_order_seq_cst) <= target;
+	}
+	bool has_targeted_waits() const
+	{
+		return (atomic_u32(h_->features).load(std::memory_order_relaxed) & NEURON_RING_F_WAKE_AT) != 0;
+	}
+
 protected:
 	neuron_ring_header *h_ = nullptr;
 	uint32_t slot_count_ = 0;
@@ -121,9 +143,10 @@ private:
 public:
 	// Waits until completed() >= target: polls for spin_ns (a futex wake-up costs
 	// tens of microseconds in these VMs, most commands finish sooner), then sleeps
-	// announced in `waiters`, in slices of at most slice_ns; after a slice that
-	// timed out, still_there() decides whether to go on (false: Abandoned).
-	// timeout_ns < 0: no timeout.
+	// announced as a targeted waiter (or, with a daemon that does not offer
+	// targeted waits, in `waiters`: woken at every completion), in slices of at
+	// most slice_ns; after a slice that timed out, still_there() decides whether to
+	// go on (false: Abandoned). timeout_ns < 0: no timeout.
 	template <class StillThere>
 	Wait wait(uint64_t target, int64_t timeout_ns, uint64_t spin_ns, int64_t slice_ns, StillThere still_there) const
 	{
@@ -135,11 +158,21 @@ public:
 				return Wait::Faulted;
 			detail::spin_pause();
 		}
-		atomic_u32(h_->waiters).fetch_add(1, std::memory_order_seq_cst);
+		const bool targeted = has_targeted_waits();
+		auto count = atomic_u32(targeted ? h_->target_waiters : h_->waiters);
+		count.fetch_add(1, std::memory_order_seq_cst);
 		Wait result;
 		for (;;) {
-			const uint32_t word = atomic_u32(h_->completed_futex).load(std::memory_order_seq_cst);
+			// Reached already (the usual case after a wake-up): leave without
+			// registering again, which would leave a stale target behind.
 			if (completed() >= target) {
+				result = Wait::Reached;
+				break;
+			}
+			const uint32_t word = targeted ? register_target(target)
+						       : atomic_u32(h_->completed_futex).load(std::memory_order_seq_cst);
+			// seq_cst: after the registration above (a Dekker pair with wake_sleepers).
+			if (atomic_u64(h_->completed).load(std::memory_order_seq_cst) >= target) {
 				result = Wait::Reached;
 				break;
 			}
@@ -147,6 +180,8 @@ public:
 				result = Wait::Faulted;
 				break;
 			}
+			if (targeted && !target_registered(target))
+				continue; // reset by a wake-up for an earlier target: register again
 			int64_t slice = slice_ns;
 			if (timeout_ns >= 0) {
 				const int64_t left = timeout_ns - static_cast<int64_t>(detail::monotonic_ns() - start);
@@ -162,7 +197,7 @@ public:
 				break;
 			}
 		}
-		atomic_u32(h_->waiters).fetch_sub(1, std::memory_order_seq_cst);
+		count.fetch_sub(1, std::memory_order_seq_cst);
 		return result;
 	}
 };
@@ -180,6 +215,8 @@ public:
 		h_->slot_count = slot_count_;
 		h_->slot_size = NEURON_CMD_SLOT_SIZE;
 		h_->queue_id = queue_id;
+		h_->wake_at = UINT64_MAX;
+		h_->features = NEURON_RING_F_WAKE_AT;
 	}
 
 	// The tenant's published tail (untrusted: see overrun()).
@@ -211,8 +248,8 @@ public:
 	// the producer's waiters and any consumer blocked on this ring.
 	void publish_completed(uint64_t done)
 	{
-		atomic_u64(h_->completed).store(done, std::memory_order_release);
-		bump_completed_word();
+		atomic_u64(h_->completed).store(done, std::memory_order_seq_cst);
+		wake_sleepers(done, false);
 	}
 	// The sticky fault of command `seq`: written once, then the same wake-up.
 	void publish_fault(uint32_t code, uint64_t seq, uint64_t user_tag, const std::string &reason)
@@ -222,8 +259,8 @@ public:
 		const size_t n = std::min(reason.size(), size_t(NEURON_FAULT_REASON_LEN - 1));
 		std::memcpy(h_->fault_reason, reason.data(), n);
 		h_->fault_reason[n] = '\0';
-		atomic_u32(h_->fault_code).store(code, std::memory_order_release);
-		bump_completed_word();
+		atomic_u32(h_->fault_code).store(code, std::memory_order_seq_cst);
+		wake_sleepers(0, true);
 	}
 
 	// Sleep protocol of a consumer thread that waits for new commands on this
@@ -238,15 +275,16 @@ public:
 	void withdraw_sleep() const { atomic_u32(h_->engine_sleeping).fetch_sub(1, std::memory_order_relaxed); }
 	uint32_t *doorbell_word() const { return &h_->doorbell; }
 
-	// The same for a consumer waiting until this ring completes more (a command
-	// of another queue waits on it): sleep on completed_word().
-	uint32_t announce_waiter() const
+	// The same for a consumer thread waiting until this ring has completed
+	// `target` commands (a command of another queue waits on it): a targeted
+	// sleeper (ring.h); sleep on completed_word() while target_registered(target)
+	// holds after this returned, withdraw after.
+	uint32_t announce_waiter(uint64_t target) const
 	{
-		const uint32_t word = atomic_u32(h_->completed_futex).load(std::memory_order_seq_cst);
-		atomic_u32(h_->waiters).fetch_add(1, std::memory_order_seq_cst);
-		return word;
+		atomic_u32(h_->target_waiters).fetch_add(1, std::memory_order_seq_cst);
+		return register_target(target);
 	}
-	void withdraw_waiter() const { atomic_u32(h_->waiters).fetch_sub(1, std::memory_order_relaxed); }
+	void withdraw_waiter() const { atomic_u32(h_->target_waiters).fetch_sub(1, std::memory_order_relaxed); }
 
 	// Sleeps on this ring's doorbell for at most `slice` unless a command is
 	// already published past `consumed` (one ring, one thread: the kmd pump's
@@ -260,10 +298,23 @@ public:
 	}
 
 private:
-	void bump_completed_word()
+	// After a completion (done) or a fault (everyone): bumps the word, and wakes
+	// its sleepers if any waits for every completion, or a targeted one's target
+	// is reached (wake_at back to none first: the woken register again; ring.h).
+	// The loads after the seq_cst store of completed / fault_code pair with the
+	// sleepers' registration before their check of them.
+	void wake_sleepers(uint64_t done, bool everyone)
 	{
+		bool wake = atomic_u32(h_->waiters).load(std::memory_order_seq_cst) != 0;
+		if (atomic_u32(h_->target_waiters).load(std::memory_order_seq_cst) != 0) {
+			auto at = atomic_u64(h_->wake_at);
+			if (everyone || done >= at.load(std::memory_order_seq_cst)) {
+				at.exchange(UINT64_MAX, std::memory_order_seq_cst);
+				wake = true;
+			}
+		}
 		atomic_u32(h_->completed_futex).fetch_add(1, std::memory_order_seq_cst);
-		if (atomic_u32(h_->waiters).load(std::memory_order_seq_cst) != 0)
+		if (wake)
 			detail::futex_wake_all(&h_->completed_futex);
 	}
 };

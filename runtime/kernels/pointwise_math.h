@@ -24,7 +24,8 @@ inline float pw_rsqrt(float x) { return 1.0f / std::sqrt(x); }
 inline float pw_square_or_pow(float x, float p) { return p == 2.0f ? x * x : std::pow(x, p); }
 
 // gelu'(x), erf or tanh form (GELU_BACKWARD multiplies the incoming gradient by it).
-inline float pw_gelu_grad(float x, bool tanh_form)
+// Always inlined: a call in the loops that use it stops their vectorisation.
+[[gnu::always_inline]] inline float pw_gelu_grad(float x, bool tanh_form)
 {
 	if (tanh_form) {
 		constexpr float k = 0.7978845608028654f, c = 0.044715f;
@@ -32,8 +33,10 @@ inline float pw_gelu_grad(float x, bool tanh_form)
 		const float t = std::tanh(k * (x + c * x3));
 		return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * k * (1 + 3 * c * x * x);
 	}
+	// exp(-x^2 / 2) once, for erf(x / sqrt 2) and for the Gaussian density.
 	constexpr float inv_sqrt2 = 0.7071067811865476f, inv_sqrt_2pi = 0.3989422804014327f;
-	return 0.5f * (1 + erf_f32(x * inv_sqrt2)) + x * inv_sqrt_2pi * exp_f32(-0.5f * x * x);
+	const float u = x * inv_sqrt2, e = exp_f32(-u * u);
+	return 0.5f * (1 + erf_f32_given_gaussian(u, e)) + x * inv_sqrt_2pi * e;
 }
 
 // MAXIMUM / MINIMUM compare in double (BINARY_MATH's rule, exact for integers up

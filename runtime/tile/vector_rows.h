@@ -1,7 +1,7 @@
 // The vector/scalar engines' inner loops over one row of f32 operands (plain
 // pointers: the engines point them into SBUF/PSUM in place when an operand is f32
 // with a unit stride, else at a converted block). One loop per op and function,
-// no per-element switch, compiled for AVX2 and baseline x86-64 (NK_HOT), so the
+// no per-element switch, compiled for AVX-512, AVX2 and baseline x86-64 (NK_HOT), so the
 // compiler vectorises each; every result is the f32 arithmetic the unvectorised
 // formula gives, bit for bit (reductions: see sum_row).
 #pragma once

@@ -10,11 +10,12 @@ build/daemon/neurond)."""
 import argparse
 import os
 import sys
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "torch_plugin", "examples"))
+sys.path.insert(0, os.path.join(REPO, "torch_plugin", "bench"))
 from _daemon import ensure_daemon  # noqa: E402
+from _timing import best_time  # noqa: E402
 
 
 def main():
@@ -43,24 +44,12 @@ def main():
         ("mm 256x256 @ 256x64", torch.mm, (r(256, 256), r(256, 64))),
     ]
 
-    def per_call(fn, a, sync):
-        for _ in range(5):
-            fn(*a)
-        sync()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(args.reps):
-                fn(*a)
-            sync()
-            best = min(best, (time.perf_counter() - t0) / args.reps)
-        return best
-
     print(f"torch {torch.__version__}, CPU reference on 1 thread, best of 3 x {args.reps} calls")
     print(f"{'op':28s} {'cpu us':>9s} {'neuron us':>10s} {'neuron/cpu':>11s}")
     for name, fn, a in cases:
-        c = per_call(fn, a, lambda: None)
-        d = per_call(fn, tuple(t.to("neuron") for t in a), torch.neuron.synchronize)
+        c = best_time(lambda: fn(*a), lambda: None, args.reps, warmup=5)
+        da = tuple(t.to("neuron") for t in a)
+        d = best_time(lambda: fn(*da), torch.neuron.synchronize, args.reps, warmup=5)
         print(f"{name:28s} {c * 1e6:9.1f} {d * 1e6:10.1f} {d / c:11.2f}")
 
 

@@ -407,22 +407,25 @@ void KmdEngine::worker(int index, uint64_t mask)
 			jf.job_seq = f.job_seq;
 			opt_.on_fault(jf);
 		}
-		drm_neuron_engine_complete c{};
-		c.job_id = f.job_id;
-		c.status = status;
-		bool late = false;
-		if (drmIoctl(fd_, DRM_IOCTL_NEURON_ENGINE_COMPLETE, &c)) {
-			if (errno == ENOENT)
-				late = true; // the kernel timed it out meanwhile
-			else
-				note(Error(errno, "ENGINE_COMPLETE of job " + std::to_string(f.job_id)).what());
-		}
+		// Counted before the completion too: whoever sees the job's fence signal
+		// finds it in stats() (kmd_test read them right after its last wait and
+		// once saw one job short).
 		{
 			std::lock_guard lock(mutex_);
 			stats_.jobs++;
 			stats_.commands += f.cmd_size / sizeof(neuron_cmd); // tiles count about one each
 			stats_.failed += status != 0;
-			stats_.late += late;
+		}
+		drm_neuron_engine_complete c{};
+		c.job_id = f.job_id;
+		c.status = status;
+		if (drmIoctl(fd_, DRM_IOCTL_NEURON_ENGINE_COMPLETE, &c)) {
+			if (errno == ENOENT) { // the kernel timed it out meanwhile
+				std::lock_guard lock(mutex_);
+				stats_.late++;
+			} else {
+				note(Error(errno, "ENGINE_COMPLETE of job " + std::to_string(f.job_id)).what());
+			}
 		}
 	}
 }

@@ -178,6 +178,11 @@ extern "C" neuron_status neuron_submit_program(neuron_queue *q, uint64_t program
 	return publish(q, slots, seq_out, [&](uint64_t first) { q->ring.publish_slots(first, buf.data(), slots); });
 }
 
+extern "C" uint32_t neuron_queue_features(const neuron_queue *q)
+{
+	return q ? q->ring.features() : 0;
+}
+
 extern "C" uint64_t neuron_queue_completed(const neuron_queue *q)
 {
 	return q ? q->ring.completed() : 0;

@@ -76,6 +76,7 @@ Queue::Queue(uint64_t id, QueueKind kind, uint32_t device, uint32_t core, uint32
 	faulted_.store(progress->faulted != 0 || ring_.fault_code() != NEURON_FAULT_NONE, std::memory_order_relaxed);
 	if (progress->started > done)
 		interrupted_ = progress->started;
+	ring_.offer_features();
 	// The earlier neurond's engines died announced as sleeping: nobody sleeps now.
 	std::atomic_ref<uint32_t>(ring_.header()->engine_sleeping).store(0, std::memory_order_relaxed);
 	ring_.publish_completed(done); // it may have died between the two stores

@@ -4,7 +4,8 @@
 // is; the backend's engines reach it through the tenant's queues (Queue::tenant()).
 //
 // Threads: the control thread calls every virtual method but read_device; engines
-// read memory() under its lock (tenant_memory.h) and call read_device.
+// read memory() under its lock (tenant_memory.h) and call read_device and
+// write_device (a command's stamp).
 #pragma once
 
 #include "tenant_memory.h"
@@ -59,9 +60,9 @@ public:
 	// lies in driver BOs): the undo log's bytes (queue_keep.h) go through the
 	// device's DMA engine. Each range [addr, +bytes) lies in one of this tenant's
 	// allocations on `device`; `host` is where its bytes go (read) or come from
-	// (write). Engines call read_device before a command, the control thread
-	// write_device at adoption; both with the memory lock held, which they do
-	// not take.
+	// (write). Engines call read_device before a command and write_device for a
+	// command's stamp (NEURON_CMD_F_STAMP), the control thread write_device at
+	// adoption; all with the memory lock held, which they do not take.
 	struct DeviceBytes {
 		uint64_t addr = 0, bytes = 0;
 		std::byte *host = nullptr;

@@ -101,6 +101,34 @@ std::string operand_name(const neuron_cmd &cmd, int k)
 	return "operand " + std::to_string(k) + (k < kernels::written_operands(cmd) ? " (output)" : " (input)");
 }
 
+std::optional<Fault> take_stamp(neuron_cmd *cmd, bool *stamped, uint64_t *stamp_addr)
+{
+	*stamped = false;
+	if (!(cmd->flags & NEURON_CMD_F_STAMP))
+		return std::nullopt;
+	if (cmd->num_operands == 0 || cmd->num_operands > NEURON_MAX_OPERANDS)
+		return fault(NEURON_FAULT_BAD_OPERAND, "flags has NEURON_CMD_F_STAMP but num_operands=" +
+							       std::to_string(cmd->num_operands) +
+							       ": the stamp is the last operand, after the op's own");
+	const int k = cmd->num_operands - 1;
+	const neuron_tensor_desc &d = cmd->operands[k];
+	bool rest_zero = d.reserved == 0;
+	for (int i = 1; i < NEURON_MAX_DIMS; ++i)
+		rest_zero = rest_zero && d.sizes[i] == 0 && d.strides[i] == 0;
+	if (d.mem_space != NEURON_MEM_DEVICE || d.host_buffer != 0 || d.dtype != NEURON_DTYPE_I64 || d.ndim != 1 ||
+	    d.sizes[0] != 2 || d.strides[0] != 1 || !rest_zero)
+		return fault(NEURON_FAULT_BAD_OPERAND,
+			     "operand " + std::to_string(k) +
+				     " (the stamp, flags NEURON_CMD_F_STAMP) must be 2 contiguous i64 in device memory "
+				     "(mem_space 0, dtype 5, ndim 1, size 2, stride 1, the rest zero)");
+	*stamped = true;
+	*stamp_addr = d.addr;
+	cmd->operands[k] = neuron_tensor_desc{};
+	--cmd->num_operands;
+	cmd->flags &= ~NEURON_CMD_F_STAMP;
+	return std::nullopt;
+}
+
 std::optional<Fault> check_command(const neuron_cmd &cmd)
 {
 	if (auto f = kernels::check_semantics(cmd))
@@ -146,6 +174,11 @@ Admission admit_next(const backend::Queue &q, neuron_cmd *cmd, program::Exec *ex
 		a.kind = Admission::Fault;
 		a.fault = fault(NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program (register the "
 							 "kernel's tile program with one, then EXEC_PROGRAM it)");
+		return a;
+	}
+	if (auto f = take_stamp(cmd, &a.stamped, &a.stamp_addr)) {
+		a.kind = Admission::Fault;
+		a.fault = std::move(*f);
 		return a;
 	}
 	if (auto f = check_command(*cmd)) {
@@ -200,6 +233,19 @@ std::optional<Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace 
 		out->bytes[k] = *extent;
 	}
 	return kernels::check_output_overlap(cmd, std::span(ranges.data(), size_t(n)));
+}
+
+std::optional<Fault> resolve_stamp(uint64_t address, const neuron_cmd &cmd, const Operands &ops,
+				   const MemorySpace &memory, Placement *out)
+{
+	std::string why;
+	if (!memory.place_device(address, kStampBytes, true, out, &why))
+		return fault(NEURON_FAULT_OUT_OF_BOUNDS, "the stamp (flags NEURON_CMD_F_STAMP): " + why);
+	for (int k = 0; k < cmd.num_operands; ++k)
+		if (ops.bytes[k] > 0 && out->key < ops.where[k].key + ops.bytes[k] && ops.where[k].key < out->key + kStampBytes)
+			return fault(NEURON_FAULT_OVERLAP, "the stamp (flags NEURON_CMD_F_STAMP) overlaps " +
+								   operand_name(cmd, k) + ": give it bytes of its own");
+	return std::nullopt;
 }
 
 } // namespace neuron::gate

@@ -47,8 +47,16 @@ struct Admission {
 	uint64_t seq = 0;
 	uint64_t user_tag = 0; // of the faulting command (0 for a ring fault)
 	uint32_t slots = 1;    // ring slots the command occupies (EXEC_PROGRAM: its bindings)
+	// NEURON_CMD_F_STAMP: where the engine writes the command's start and end
+	// times (16 bytes of device memory, resolved by resolve_stamp). The flag and
+	// its operand are taken off *cmd, so nothing past the gate sees them.
+	bool stamped = false;
+	uint64_t stamp_addr = 0;
 	kernels::Fault fault{};
 };
+
+// The bytes a NEURON_CMD_F_STAMP stamp takes: two i64 (start, end).
+constexpr uint64_t kStampBytes = 16;
 
 // Stage 1 for the next command of q (seq = q.next_seq()), copied into *cmd. An
 // EXEC_PROGRAM (<neuron/program.h>) is admitted whole, its bindings and seed
@@ -59,6 +67,11 @@ Admission admit_next(const backend::Queue &q, neuron_cmd *cmd, program::Exec *ex
 // The memory-free checks of stage 1 (semantics, work limits), for commands that
 // did not come from a ring slot just now (a job a kernel engine fetched).
 std::optional<kernels::Fault> check_command(const neuron_cmd &cmd);
+
+// Stage 1 of NEURON_CMD_F_STAMP (cmd.h): a command with the flag has its stamp
+// operand checked and taken off with the flag (*stamped true, its address in
+// *stamp_addr); the command continues as the op's own. admit_next calls it.
+std::optional<kernels::Fault> take_stamp(neuron_cmd *cmd, bool *stamped, uint64_t *stamp_addr);
 
 // Each operand resolved: a view the kernels can run on (data is null where the
 // MemorySpace has no host address for it) and where it lies.
@@ -71,6 +84,12 @@ struct Operands {
 // Stage 2. `dma`: the command runs on a DMA queue (COPY and NOP only; host
 // buffers allowed). The command must have passed stage 1.
 std::optional<kernels::Fault> resolve(const neuron_cmd &cmd, bool dma, const MemorySpace &memory, Operands *out);
+
+// Stage 2 of a command's stamp (Admission::stamp_addr): writable device memory
+// disjoint from the command's operands (`ops`, resolved by resolve()), where
+// *out says it lies.
+std::optional<kernels::Fault> resolve_stamp(uint64_t address, const neuron_cmd &cmd, const Operands &ops,
+					    const MemorySpace &memory, Placement *out);
 
 // Stage 2 of an EXEC_PROGRAM: the replay's bindings against the tenant's memory,
 // once per replay. Each argument must lie inside the memory for its declared

@@ -764,7 +764,8 @@ struct Checker : CheckBase {
 	std::optional<Fault> run() const
 	{
 		if (cmd.flags != 0)
-			return bad(fmt("flags=0x%x must be zero (no flags are defined)", cmd.flags));
+			return bad(fmt("flags=0x%x must be zero (a ring command may set NEURON_CMD_F_STAMP, 0x1, with "
+				       "its stamp operand; a program's node none)", cmd.flags));
 		if (cmd.reserved0 != 0)
 			return bad(fmt("reserved0=0x%x must be zero", cmd.reserved0));
 		if (op.variadic ? cmd.num_operands < 2 || cmd.num_operands > op.arity : cmd.num_operands != op.arity)

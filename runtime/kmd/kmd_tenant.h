@@ -12,7 +12,7 @@
 // run it on.
 //
 // Threads: the control thread calls TenantContext's methods; engine threads call
-// context(), host_import() and read_device() with the TenantMemory lock held (release() takes it
+// context(), host_import(), read_device() and write_device() with the TenantMemory lock held (release() takes it
 // exclusively before it closes the files), and allow_core(), revoke_core(),
 // enforced_core_mask() and the scratch calls, which take files_mutex_: it guards
 // the masks and, against release(), the files themselves.

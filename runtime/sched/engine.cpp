@@ -8,6 +8,7 @@
 #include <neuron/futex.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 
@@ -171,6 +172,9 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 	}
 	f.user_tag = f.cmd.user_tag;
 	f.slots = a.slots;
+	f.stamped = a.stamped;
+	f.stamp_addr = a.stamp_addr;
+	f.started_ns = monotonic_ns();
 	if (f.cmd.opcode == NEURON_OP_EXEC_PROGRAM)
 		return start_program(l, qp, a.seq);
 	{
@@ -184,6 +188,12 @@ Engine::Step Engine::start_command(LogicalCore &l, const std::shared_ptr<Queue> 
 			fault(q, flt->code, a.seq, f.cmd.user_tag, flt->message);
 			return Step::Progress;
 		}
+		gate::Placement stamp;
+		if (f.stamped)
+			if (auto flt = gate::resolve_stamp(f.stamp_addr, f.cmd, ops, m.space(q.device()), &stamp)) {
+				fault(q, flt->code, a.seq, f.cmd.user_tag, flt->message);
+				return Step::Progress;
+			}
 		if (!keep_before_start(q, a.seq, f.cmd, ops))
 			return Step::Progress;
 	}
@@ -335,9 +345,42 @@ void Engine::fault_inflight(LogicalCore &l, Queue &q, uint32_t code, const std::
 	      program::node_name(*f.program, f.node) + ": " + reason);
 }
 
+// NEURON_CMD_F_STAMP: the command's start and end on the device clock, written
+// before its completion is published. The tenant may have freed the memory since
+// admission: placed again under its lock. False if that faulted the command.
+bool Engine::write_stamp(LogicalCore &l, Queue &q, uint64_t end_ns)
+{
+	InFlight &f = l.inflight;
+	int64_t times[2] = {static_cast<int64_t>(f.started_ns), static_cast<int64_t>(end_ns)};
+	backend::TenantMemory &m = q.tenant().memory();
+	std::shared_lock lock(m.mutex);
+	gate::Placement p;
+	std::string why;
+	if (!m.space(q.device()).place_device(f.stamp_addr, gate::kStampBytes, true, &p, &why)) {
+		fault_inflight(l, q, NEURON_FAULT_OUT_OF_BOUNDS, "the stamp (flags NEURON_CMD_F_STAMP): " + why);
+		finish_command(l);
+		return false;
+	}
+	if (p.data) {
+		std::memcpy(p.data, times, sizeof(times));
+		return true;
+	}
+	// No host address here (kmd: the bytes lie in a driver BO): through the
+	// device's DMA engine, as the undo log's copies.
+	const backend::TenantContext::DeviceBytes range{f.stamp_addr, sizeof(times), reinterpret_cast<std::byte *>(times)};
+	if (auto refused = q.tenant().write_device(q.device(), std::span(&range, 1))) {
+		fault_inflight(l, q, NEURON_FAULT_EXEC, "writing the stamp (flags NEURON_CMD_F_STAMP): " + refused->message);
+		finish_command(l);
+		return false;
+	}
+	return true;
+}
+
 void Engine::complete_command(LogicalCore &l, Queue &q)
 {
 	InFlight &f = l.inflight;
+	if (f.stamped && !write_stamp(l, q, monotonic_ns()))
+		return;
 	counters_.commands.fetch_add(1, std::memory_order_relaxed);
 	l.commands.fetch_add(1, std::memory_order_relaxed);
 	const uint64_t end = monotonic_ns();

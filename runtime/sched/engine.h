@@ -104,6 +104,7 @@ private:
 	bool begin_current(LogicalCore &l, Queue &q);
 	void finish_command(LogicalCore &l);
 	void fault_inflight(LogicalCore &l, Queue &q, uint32_t code, const std::string &reason);
+	bool write_stamp(LogicalCore &l, Queue &q, uint64_t end_ns);
 	void complete_command(LogicalCore &l, Queue &q);
 	// EngineHooks. should_yield is called by tile threads too: it only reads what
 	// does not change during a tile group.

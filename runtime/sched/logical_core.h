@@ -64,6 +64,10 @@ struct InFlight {
 	size_t node = 0;
 	uint32_t slots = 1;    // ring slots the command took
 	uint64_t user_tag = 0; // the ring command's
+	// NEURON_CMD_F_STAMP (gate::Admission): where its times go, and when it started.
+	bool stamped = false;
+	uint64_t stamp_addr = 0;
+	uint64_t started_ns = 0;
 };
 
 class LogicalCore {

@@ -389,3 +389,70 @@ DAEMON_TEST(e2e_ops, memory_freed_by_one_tenant_reads_zero_for_the_next)
 	a.close();
 	b.close();
 }
+
+// ISA 1.7, NEURON_CMD_F_STAMP: the chip writes when each command started and
+// ended (its last operand), on the device clock, which on this chip is the
+// host's CLOCK_MONOTONIC: every stamp lies between the host's readings before
+// the submit and after the wait, in queue order, and the commands compute
+// what they compute unstamped.
+DAEMON_TEST(e2e_ops, stamped_commands_record_when_they_ran)
+{
+	Tenant t;
+	t.open("e2e-stamp");
+	cr_assert(neuron_queue_features(t.core) & NEURON_RING_F_CMD_STAMP, "the ring does not offer command stamps");
+	const int n = 4097, M = 256;
+	const auto a = random_f32(n, 31, -3, 3), ma = random_f32(M * M, 32), mb = random_f32(M * M, 33);
+	const uint64_t da = dev_alloc(t.client, n * 4), drelu = dev_alloc(t.client, n * 4),
+		       dexp = dev_alloc(t.client, n * 4), dma_ = dev_alloc(t.client, M * M * 4),
+		       dmb = dev_alloc(t.client, M * M * 4), dmm = dev_alloc(t.client, M * M * 4),
+		       dstamps = dev_alloc(t.client, 80);
+	upload_f32(t.dma, da, a);
+	upload_f32(t.dma, dma_, ma);
+	upload_f32(t.dma, dmb, mb);
+	// 0x55 everywhere first: a stamp the chip did not write, or a write beside
+	// one, shows.
+	std::vector<uint8_t> pattern(80, 0x55);
+	h2d(t.dma, dstamps, pattern.data(), pattern.size());
+	auto stamped = [&](neuron_cmd cmd, int k) {
+		cmd.flags |= NEURON_CMD_F_STAMP;
+		cmd.operands[cmd.num_operands++] = desc(dstamps + 16 * k, NEURON_DTYPE_I64, {2});
+		return cmd;
+	};
+	neuron_cmd nop;
+	neuron_cmd_init(&nop, NEURON_OP_NOP, 0);
+	const auto ad = desc(da, NEURON_DTYPE_F32, {n});
+	const uint64_t before = now_ns();
+	submit(t.core, stamped(make_cmd(NEURON_OP_RELU, {desc(drelu, NEURON_DTYPE_F32, {n}), ad}), 0));
+	submit(t.core, stamped(make_cmd(NEURON_OP_EXP, {desc(dexp, NEURON_DTYPE_F32, {n}), ad}), 1));
+	// Big enough for the chip to cut into tiles: the stamps span all of them.
+	submit(t.core, stamped(make_matmul(desc(dmm, NEURON_DTYPE_F32, {M, M}), desc(dma_, NEURON_DTYPE_F32, {M, M}),
+					   desc(dmb, NEURON_DTYPE_F32, {M, M})),
+			       2));
+	run(t.core, stamped(nop, 3));
+	const uint64_t after = now_ns();
+
+	std::vector<double> relu(n), ex(n);
+	for (int i = 0; i < n; ++i) {
+		relu[i] = a[i] > 0 ? a[i] : 0.0;
+		ex[i] = std::exp(static_cast<double>(a[i]));
+	}
+	expect_close(download_f32(t.dma, drelu, n), relu, 0, 0, "stamped relu");
+	expect_close(download_f32(t.dma, dexp, n), ex, 2e-6, 0, "stamped exp");
+	expect_close(download_f32(t.dma, dmm, M * M), ref_matmul(ma, mb, 1, M, M, M), 1e-5, 1e-5, "stamped matmul");
+
+	int64_t s[10];
+	d2h(t.dma, s, dstamps, sizeof(s));
+	uint64_t prev_end = before;
+	for (int k = 0; k < 4; ++k) {
+		const uint64_t start = static_cast<uint64_t>(s[2 * k]), end = static_cast<uint64_t>(s[2 * k + 1]);
+		cr_assert(start >= prev_end && start <= end && end <= after,
+			  "command %d stamped [%llu, %llu]: expected prev end %llu <= start <= end <= %llu", k,
+			  (unsigned long long)start, (unsigned long long)end, (unsigned long long)prev_end,
+			  (unsigned long long)after);
+		prev_end = end;
+	}
+	const uint8_t *guard = reinterpret_cast<const uint8_t *>(&s[8]);
+	for (int i = 0; i < 16; ++i)
+		cr_assert(guard[i] == 0x55, "byte %d after the last stamp was written (0x%02x)", 64 + i, guard[i]);
+	t.close();
+}

@@ -123,6 +123,61 @@ neuron_tensor_desc f32(uint64_t addr, std::initializer_list<int64_t> sizes) { re
 
 TestSuite(malformed_ring, .init = setup, .fini = daemon_down, .timeout = 100);
 
+// ISA 1.7, NEURON_CMD_F_STAMP: a stamp that is not 2 contiguous i64 of the
+// tenant's own device memory, disjoint from the command's operands, faults the
+// command with a reason that names the stamp.
+namespace {
+
+neuron_cmd with_stamp(neuron_cmd cmd, const neuron_tensor_desc &stamp)
+{
+	cmd.flags |= NEURON_CMD_F_STAMP;
+	cmd.operands[cmd.num_operands++] = stamp;
+	return cmd;
+}
+
+} // namespace
+
+DAEMON_TEST(malformed_ring, stamp_flag_without_an_operand)
+{
+	neuron_cmd nop;
+	neuron_cmd_init(&nop, NEURON_OP_NOP, 0);
+	nop.flags = NEURON_CMD_F_STAMP;
+	expect_fault(nop, NEURON_FAULT_BAD_OPERAND, "stamp");
+}
+
+DAEMON_TEST(malformed_ring, stamp_of_the_wrong_dtype)
+{
+	const auto relu = make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + 64, {16})});
+	expect_fault(with_stamp(relu, f32(g_own + 1024, {4})), NEURON_FAULT_BAD_OPERAND, "stamp");
+}
+
+DAEMON_TEST(malformed_ring, stamp_not_contiguous)
+{
+	const auto relu = make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + 64, {16})});
+	expect_fault(with_stamp(relu, desc_strided(g_own + 1024, NEURON_DTYPE_I64, {2}, {2})), NEURON_FAULT_BAD_OPERAND,
+		     "stamp");
+}
+
+DAEMON_TEST(malformed_ring, stamp_outside_the_tenants_memory)
+{
+	const auto relu = make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + 64, {16})});
+	expect_fault(with_stamp(relu, desc(g_own + kOwnBytes - 8, NEURON_DTYPE_I64, {2})), NEURON_FAULT_OUT_OF_BOUNDS,
+		     "stamp");
+}
+
+DAEMON_TEST(malformed_ring, stamp_overlapping_an_operand)
+{
+	const auto relu = make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + 64, {16})});
+	expect_fault(with_stamp(relu, desc(g_own + 56, NEURON_DTYPE_I64, {2})), NEURON_FAULT_OVERLAP, "stamp");
+}
+
+DAEMON_TEST(malformed_ring, unknown_command_flag)
+{
+	neuron_cmd relu = make_cmd(NEURON_OP_RELU, {f32(g_own, {16}), f32(g_own + 64, {16})});
+	relu.flags = 0x2;
+	expect_fault(relu, NEURON_FAULT_BAD_OPERAND, "flags");
+}
+
 DAEMON_TEST(malformed_ring, unknown_opcode)
 {
 	neuron_cmd cmd;

@@ -189,6 +189,10 @@ int main(int argc, char **argv)
 	auto multinomial = make(NEURON_OP_MULTINOMIAL, {desc(A, I64, {3, 2}), desc(B, F, {3, 4})});
 	write(dir, "multinomial", 0, multinomial); // zero weights: faults on execution
 	write(dir, "timestamp", 0, make(NEURON_OP_TIMESTAMP, {desc(A, I64, {1})}));
+	// ISA 1.7: a command stamped by the chip (its last operand, NEURON_CMD_F_STAMP).
+	auto stamped = make(NEURON_OP_RELU, {desc(A, F, {16}), desc(B, F, {16}), desc(A + 4096, I64, {2})});
+	stamped.flags = NEURON_CMD_F_STAMP;
+	write(dir, "stamped_relu", 0, stamped);
 	write(dir, "amp_unscale", 0,
 	      make(NEURON_OP_AMP_UNSCALE, {desc(A, F, {8, 8}), desc(A + 4096, F, {1}), desc(B, F, {})}));
 	auto update = make(NEURON_OP_AMP_UPDATE_SCALE,

@@ -62,6 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	std::memcpy(&cmd, data + 1, std::min(size - 1, sizeof(cmd)));
 	rebase(cmd, world);
 	static const bool verbose = std::getenv("FUZZ_COMMAND_VERBOSE") != nullptr;
+	bool stamped = false;
+	uint64_t stamp_addr = 0;
+	if (auto f = gate::take_stamp(&cmd, &stamped, &stamp_addr)) {
+		if (verbose)
+			std::fprintf(stderr, "stamp: %s\n", f->message.c_str());
+		return 0;
+	}
 	if (auto f = gate::check_command(cmd)) {
 		if (verbose)
 			std::fprintf(stderr, "semantics: %s\n", f->message.c_str());
@@ -73,6 +80,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (verbose)
 			std::fprintf(stderr, "operands: %s\n", f->message.c_str());
 		return 0;
+	}
+	gate::Placement stamp;
+	if (stamped) {
+		if (auto f = gate::resolve_stamp(stamp_addr, cmd, ops, world.memory.space(0), &stamp)) {
+			if (verbose)
+				std::fprintf(stderr, "stamp: %s\n", f->message.c_str());
+			return 0;
+		}
+		const int64_t times[2] = {1, 2}; // what the engine writes there, as it does
+		std::memcpy(stamp.data, times, sizeof(times));
 	}
 	// Validated commands may still be large (up to kMaxCommandWork); run the small
 	// ones, where the fuzzer spends its time, and skip the rest to keep it fast.

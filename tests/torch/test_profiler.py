@@ -1,5 +1,5 @@
 """torch.profiler with ProfilerActivity.PrivateUse1 (issue 15 item 2): each device
-command appears with the start and end the chip stamped (TIMESTAMP commands),
+command appears with the start and end the chip stamped (the ISA 1.7 stamp flag),
 linked to its launching op and, with with_stack=True, to the Python line; the
 Chrome trace is well-formed for Perfetto; device metrics export to Parquet."""
 import json
@@ -101,6 +101,25 @@ def test_chrome_trace_is_valid_for_perfetto(tmp_path):
         ext = k["args"].get("External id")
         assert ext in ops, f"kernel {k['name']} has no launching op in the trace"
         assert k["args"].get("device") == 0 and "stream" in k["args"]
+
+
+def test_the_chip_stamps_commands_without_extra_commands(tmp_path):
+    # neurond offers the ISA 1.7 stamp flag: each traced command carries its own
+    # stamp, so the queue runs exactly the workload's commands, consecutive in
+    # its sequence numbers (TIMESTAMP brackets would take every other one), and
+    # their chip times still follow one another in queue order.
+    prof = _profile()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    kernels = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                     key=lambda e: e["args"]["queue seq"])
+    assert len(kernels) >= 3
+    seqs = [k["args"]["queue seq"] for k in kernels]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+    for a, b in zip(kernels, kernels[1:]):
+        assert b["ts"] >= a["ts"] + a["dur"] - 1, (a["name"], b["name"])
 
 
 def test_parquet_export(tmp_path):

@@ -196,10 +196,55 @@ TraceSlots trace_take_slots(int dev)
 	}
 }
 
+namespace {
+
+// The chip stamps the command itself (cmd.h NEURON_CMD_F_STAMP): no TIMESTAMP
+// commands around it. Not for a program's replay (its slot holds bindings), an
+// op with every operand slot taken, or a daemon that does not offer it.
+bool chip_stamps(const StreamQueues &sq, const neuron_cmd &cmd)
+{
+	return cmd.flags == 0 && cmd.opcode != NEURON_OP_EXEC_PROGRAM && cmd.num_operands < NEURON_MAX_OPERANDS &&
+	       (neuron_queue_features(sq.core) & NEURON_RING_F_CMD_STAMP) != 0;
+}
+
+DeviceRecord record_of(const StreamQueues &sq, const neuron_cmd &cmd, uint64_t seq)
+{
+	int64_t elements = 1;
+	for (int i = 0; i < cmd.operands[0].ndim; ++i)
+		elements *= cmd.operands[0].sizes[i];
+	return DeviceRecord{opcode_name(cmd.opcode), tl_correlation.empty() ? 0 : tl_correlation.back(), sq.device,
+			    sq.id, seq, cmd.num_operands ? elements : 0, 0, 0};
+}
+
+// A traced command's record, kept until trace_stop; end_seq: the command that
+// writes its end stamp, which the queue's next command may start from.
+void remember(State &s, StreamQueues &sq, Pending p, uint64_t end_seq)
+{
+	std::lock_guard lock(s.mu);
+	s.last_end[sq.core] = {p.end, end_seq};
+	if (std::find(s.streams.begin(), s.streams.end(), &sq) == s.streams.end())
+		s.streams.push_back(&sq);
+	s.pending.push_back(std::move(p));
+}
+
+} // namespace
+
 uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots &slots)
 {
 	InFlight done;
 	State &s = state();
+	if (chip_stamps(sq, cmd)) {
+		// The pair of slots is two adjacent i64 of one chunk (trace_take_slots).
+		neuron_cmd stamped = cmd;
+		const int64_t two[1] = {2};
+		stamped.flags |= NEURON_CMD_F_STAMP;
+		stamped.operands[stamped.num_operands++] = neuron_desc_contiguous(slots.start_addr, NEURON_DTYPE_I64, 1, two);
+		const uint64_t seq = submit_or_fail(sq, stamped);
+		// Its end stamp is written when it completes, where a TIMESTAMP after it
+		// would have been.
+		remember(s, sq, Pending{record_of(sq, cmd, seq), slots.start_index, slots.end_index}, seq);
+		return seq;
+	}
 	neuron_event last{};
 	neuron_event_record(sq.core, &last);
 	const bool idle = neuron_queue_completed(sq.core) >= last.value;
@@ -228,16 +273,8 @@ uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots
 	timestamp_cmd(ts, slots.end_addr);
 	const uint64_t end_seq = submit_or_fail(sq, ts);
 	p.end = slots.end_index;
-	int64_t elements = 1;
-	for (int i = 0; i < cmd.operands[0].ndim; ++i)
-		elements *= cmd.operands[0].sizes[i];
-	p.rec = DeviceRecord{opcode_name(cmd.opcode), tl_correlation.empty() ? 0 : tl_correlation.back(), sq.device,
-			     sq.id, seq, cmd.num_operands ? elements : 0, 0, 0};
-	std::lock_guard lock(s.mu);
-	s.last_end[sq.core] = {p.end, end_seq};
-	if (std::find(s.streams.begin(), s.streams.end(), &sq) == s.streams.end())
-		s.streams.push_back(&sq);
-	s.pending.push_back(std::move(p));
+	p.rec = record_of(sq, cmd, seq);
+	remember(s, sq, std::move(p), end_seq);
 	return seq;
 }
 

@@ -1,12 +1,14 @@
 // Device timestamps for the profiler: while a trace is on, every command the
-// plugin submits to a core queue is bracketed by TIMESTAMP commands (cmd.h, ISA
-// 1.4), which write the device clock into a trace buffer on the device when the
-// engine reaches them in queue order, so each command gets the start and end time
-// the chip recorded. A command that follows another still queued starts when the
-// previous one ends, so it reuses that one's end stamp (one TIMESTAMP per command
-// while the device is busy, two when it was idle or the command waits on another
-// queue). Each record names the launching op by the profiler's correlation id.
-// DMA queues take no TIMESTAMP: host<->device copies are not in the device trace.
+// plugin submits to a core queue gets the start and end time the chip recorded,
+// in a trace buffer on the device. Where the daemon offers it (ring feature
+// NEURON_RING_F_CMD_STAMP) the chip stamps the command itself (cmd.h
+// NEURON_CMD_F_STAMP, ISA 1.7: its last operand names the two stamps), so a traced
+// program runs no command more than an untraced one. Elsewhere (an older daemon,
+// an op that uses all six operands) TIMESTAMP commands (ISA 1.4) bracket it; a
+// command that follows another still queued starts when the previous one ends,
+// so it reuses that one's end stamp. Each record names the launching op by the
+// profiler's correlation id. DMA queues are not stamped: host<->device copies are
+// not in the device trace.
 //
 // Owner: one mutex (trace_mu) for the records and buffers; submit paths read the
 // `active` flag without it and take it only while a trace is on.
@@ -50,8 +52,8 @@ struct TraceSlots {
 	bool valid = false;
 };
 TraceSlots trace_take_slots(int device);
-// Submits cmd between its stamps and records it; call with sq.mu held, in place of
-// neuron_submit. Returns cmd's seq.
+// Submits cmd stamped (or between TIMESTAMPs) and records it; call with sq.mu
+// held, in place of neuron_submit. Returns cmd's seq.
 uint64_t trace_submit_locked(StreamQueues &sq, neuron_cmd &cmd, const TraceSlots &slots);
 
 // The profiler's correlation ids of the ops running on this thread (innermost

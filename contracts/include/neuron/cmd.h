@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulated NeuronCore's command format ("ISA"), version 1.6.
+ * The simulated NeuronCore's command format ("ISA"), version 1.7.
  *
  * Shared by neurond (which validates and executes commands) and libneuron (whose
  * tenants encode them). Everything here is plain C so the public C API can expose it.
@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 6
+#define NEURON_CMD_ABI_MINOR 7
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -700,7 +700,7 @@ struct neuron_wait {
 struct neuron_cmd {
 	uint16_t opcode;        /* enum neuron_opcode */
 	uint8_t num_operands;   /* must equal the opcode's arity */
-	uint8_t flags;          /* must be zero (none defined yet) */
+	uint8_t flags;          /* NEURON_CMD_F_* (EXEC_PROGRAM: its own, program.h) */
 	uint32_t reserved0;     /* must be zero */
 	uint64_t user_tag;      /* opaque to the device; echoed in fault reports */
 	struct neuron_wait wait;
@@ -711,6 +711,25 @@ struct neuron_cmd {
 	int64_t iscalars[NEURON_MAX_SCALARS];
 	struct neuron_tensor_desc operands[NEURON_MAX_OPERANDS];
 };
+
+/*
+ * ISA 1.7: flags of a ring command (every opcode but EXEC_PROGRAM, whose flags
+ * are program.h's; never in a program's nodes).
+ *
+ * NEURON_CMD_F_STAMP: the chip records when the command ran, without a command
+ * of its own (a profiler's per-command device times; TIMESTAMP pairs around
+ * each command doubled the commands a traced program ran). The LAST operand,
+ * operands[num_operands - 1], is then the stamp, not one of the op's: an i64
+ * tensor of 2 contiguous elements (ndim 1, size 2, stride 1) in device memory,
+ * disjoint from the command's other operands; num_operands is the op's arity
+ * plus one (an op of NEURON_MAX_OPERANDS operands cannot carry it). The engine
+ * writes there the device clock (TIMESTAMP's) when the command starts (in queue
+ * order: every earlier command of the queue completed and its wait satisfied)
+ * and when its last tile ended, before its completion is published. A command
+ * that faults leaves the stamp unwritten. Offered where the queue's ring says
+ * NEURON_RING_F_CMD_STAMP (<neuron/ring.h>).
+ */
+#define NEURON_CMD_F_STAMP 0x1u
 
 /* Longest fault reason a queue reports, NUL included. */
 #define NEURON_FAULT_REASON_LEN 256

@@ -54,6 +54,10 @@ extern "C" {
 
 /* features: the daemon honours target_waiters and wake_at (targeted waits). */
 #define NEURON_RING_F_WAKE_AT 0x1u
+/* features: the daemon runs commands flagged NEURON_CMD_F_STAMP (cmd ABI 1.7). */
+#define NEURON_RING_F_CMD_STAMP 0x2u
+/* What this version of the daemon offers on every ring it creates or adopts. */
+#define NEURON_RING_FEATURES (NEURON_RING_F_WAKE_AT | NEURON_RING_F_CMD_STAMP)
 
 struct neuron_ring_header {
 	uint32_t magic;

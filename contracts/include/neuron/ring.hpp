@@ -71,10 +71,10 @@ public:
 	{
 		return atomic_u64(h_->wake_at).load(std::memory_order_seq_cst) <= target;
 	}
-	bool has_targeted_waits() const
-	{
-		return (atomic_u32(h_->features).load(std::memory_order_relaxed) & NEURON_RING_F_WAKE_AT) != 0;
-	}
+	// NEURON_RING_F_*: what the daemon that runs the ring offers (a daemon that
+	// adopts the ring after a restart writes its own).
+	uint32_t features() const { return atomic_u32(h_->features).load(std::memory_order_relaxed); }
+	bool has_targeted_waits() const { return (features() & NEURON_RING_F_WAKE_AT) != 0; }
 
 protected:
 	neuron_ring_header *h_ = nullptr;
@@ -216,8 +216,10 @@ public:
 		h_->slot_size = NEURON_CMD_SLOT_SIZE;
 		h_->queue_id = queue_id;
 		h_->wake_at = UINT64_MAX;
-		h_->features = NEURON_RING_F_WAKE_AT;
+		h_->features = NEURON_RING_FEATURES;
 	}
+	// A ring adopted after a restart: what this daemon offers from now on.
+	void offer_features() { atomic_u32(h_->features).store(NEURON_RING_FEATURES, std::memory_order_relaxed); }
 
 	// The tenant's published tail (untrusted: see overrun()).
 	uint64_t tail() const { return atomic_u64(h_->tail).load(std::memory_order_acquire); }

@@ -26,6 +26,7 @@
 
 #include <neuron/cmd.h>
 #include <neuron/program.h>
+#include <neuron/ring.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -133,6 +134,10 @@ neuron_status neuron_queue_create(neuron_client *client, uint32_t device, int ki
 				  uint32_t core, uint32_t slot_count, neuron_queue **out);
 neuron_status neuron_queue_destroy(neuron_queue *queue);
 uint64_t neuron_queue_id(const neuron_queue *queue);
+/* NEURON_RING_F_* (<neuron/ring.h>): what the daemon running the queue offers,
+ * e.g. NEURON_RING_F_CMD_STAMP for commands flagged NEURON_CMD_F_STAMP. Read
+ * at each call: a daemon that adopts the queue after a restart may offer more. */
+uint32_t neuron_queue_features(const neuron_queue *queue);
 
 /*
  * Enqueues one command; *seq (may be NULL) receives its sequence number: the

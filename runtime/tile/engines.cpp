@@ -316,8 +316,15 @@ void dma(const neuron_tile_insn &in, const Env &env)
 		});
 		return;
 	}
-	// A walk across rows (a transposing load, one per matmul step of a kernel that
-	// reads a^T): fixed-size moves, in 16 x 16 blocks when the view is 2-d, since
+	// A transposing load of 4-byte elements (a kernel that reads a^T: one per
+	// matmul step): destination rows contiguous, the source's rows one element
+	// apart, so dst[r][c] = src[c][r] as rows::transpose32 moves it, in 8 x 8
+	// vector blocks (element by element it took 12% of a 1024^3 kernel matmul).
+	if (es == 4 && v[0].ndim == 2 && so == es && v[1].bstride[0] == es) {
+		rows::transpose32(v[0].data, v[0].bstride[0], v[1].data, si, sizes[1], sizes[0]);
+		return;
+	}
+	// Other walks across rows: fixed-size moves, in 16 x 16 blocks when the view is 2-d, since
 	// each row of a transposed HBM tile lies on its own page (so does each SBUF
 	// partition) and a block keeps the pages it touches in the TLB.
 	const auto copy = [&](auto word) {

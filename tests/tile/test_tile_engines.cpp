@@ -53,20 +53,23 @@ Test(tile_engines, fresh_onchip_memory_reads_nan)
 	cr_expect_eq(m.backed_bytes(), 2u * 128 * 64);
 }
 
-// A DMA whose HBM side walks columns: out = in^T through SBUF.
+// A DMA whose HBM side walks columns: out = in^T through SBUF. Shapes with
+// edges only, whole 8 x 8 blocks, and both (f32 moves in vector blocks).
 Test(tile_engines, strided_dma_transposes)
 {
-	const int64_t R = 6, C = 40;
-	std::vector<Arg> args{Arg(f32, R * C), Arg(f32, R * C)};
-	ref::Rng rng(1);
-	args[1].fill_random(rng);
-	std::vector<neuron_tile_insn> p{
-		insn(NEURON_TILE_OP_DMA, {sbuf(f32, C, R), ap(NEURON_TILE_HBM, f32, 1, 0, {}, {C, R}, {1, C})}),
-		store(0, C, R)};
-	th::run(p, args);
-	for (int64_t r = 0; r < R; ++r)
-		for (int64_t c = 0; c < C; ++c)
-			cr_assert_eq(args[0].get(c * R + r), args[1].get(r * C + c));
+	for (const auto [R, C] : {std::pair<int64_t, int64_t>{6, 40}, {16, 24}, {37, 50}, {128, 128}}) {
+		std::vector<Arg> args{Arg(f32, R * C), Arg(f32, R * C)};
+		ref::Rng rng(static_cast<uint64_t>(R * C));
+		args[1].fill_random(rng);
+		std::vector<neuron_tile_insn> p{
+			insn(NEURON_TILE_OP_DMA, {sbuf(f32, C, R), ap(NEURON_TILE_HBM, f32, 1, 0, {}, {C, R}, {1, C})}),
+			store(0, C, R)};
+		th::run(p, args);
+		for (int64_t r = 0; r < R; ++r)
+			for (int64_t c = 0; c < C; ++c)
+				cr_assert_eq(args[0].get(c * R + r), args[1].get(r * C + c), "%ldx%ld at (%ld, %ld)", (long)R,
+					     (long)C, (long)r, (long)c);
+	}
 }
 
 Test(tile_engines, transpose_through_psum)

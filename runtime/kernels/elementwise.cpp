@@ -14,6 +14,8 @@
 #include "pointwise_math.h"
 
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 namespace neuron::kernels::detail {
 
@@ -198,6 +200,45 @@ void compute(const EwOp &op, int64_t *o, const int64_t *const *in, int64_t n)
 	}
 }
 
+// A binary op whose run has one input broadcast along it (stride 0: a row's mean
+// or scale in a layer norm, a row maximum in a softmax) and the other input and
+// the output contiguous f32: the scalar form with that value, the same arithmetic
+// per element (a + alpha * b0 rounds alpha * b0 as the vector form rounds alpha *
+// b[i]; IEEE add and multiply are commutative), instead of a block copy of the
+// value per 256 elements. False where no scalar form gives the same bits.
+bool broadcast_run(const EwOp &op, const uint8_t *dt, std::byte *const *p, const int64_t *s, int64_t n)
+{
+	constexpr uint8_t f32 = NEURON_DTYPE_F32;
+	if (dt[1] != f32 || dt[2] != f32 || op.kind > Ew::Div)
+		return false;
+	const bool b0 = s[2] == 0 && s[1] == 4, a0 = s[1] == 0 && s[2] == 4;
+	// Add and sub with alpha scale b: a broadcast a has no scalar form then.
+	if (!b0 && !(a0 && (op.alpha_f == 1.0f || op.kind == Ew::Mul || op.kind == Ew::Div)))
+		return false;
+	float v;
+	std::memcpy(&v, p[b0 ? 2 : 1], sizeof v);
+	const float *x = reinterpret_cast<const float *>(p[b0 ? 1 : 2]);
+	float *o = reinterpret_cast<float *>(p[0]);
+	switch (op.kind) {
+	case Ew::Add:
+		f_scalar(Ew::AddS, o, x, op.alpha_f == 1.0f ? v : op.alpha_f * v, n);
+		break;
+	case Ew::Sub:
+		if (b0)
+			f_scalar(Ew::SubS, o, x, op.alpha_f == 1.0f ? v : op.alpha_f * v, n);
+		else
+			f_scalar(Ew::RSubS, o, x, v, n);
+		break;
+	case Ew::Mul:
+		f_scalar(Ew::MulS, o, x, v, n);
+		break;
+	default: // Div
+		f_scalar(b0 ? Ew::DivS : Ew::RDivS, o, x, v, n);
+		break;
+	}
+	return true;
+}
+
 // One run of the iteration: operand 0 is the output, 1..nin the inputs.
 template <class C>
 void ew_run(const EwOp &op, const uint8_t *dt, std::byte *const *p, const int64_t *s, int64_t n)
@@ -216,6 +257,9 @@ void ew_run(const EwOp &op, const uint8_t *dt, std::byte *const *p, const int64_
 		compute(op, reinterpret_cast<C *>(p[0]), in, n);
 		return;
 	}
+	if constexpr (std::is_same_v<C, float>)
+		if (op.nin == 2 && direct[0] && broadcast_run(op, dt, p, s, n))
+			return;
 	C buf[3][kBlock];
 	for (int64_t off = 0; off < n; off += kBlock) {
 		const int64_t m = std::min(kBlock, n - off);

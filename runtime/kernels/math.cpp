@@ -245,12 +245,29 @@ template <class T>
 void where_run(std::byte *const *q, const int64_t *s, int64_t n)
 {
 	const auto at = [](std::byte *p, int64_t i, int64_t stride) { return p + i * stride; };
-	if (s[0] == sizeof(T) && s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {
+	const bool dense = s[0] == sizeof(T) && s[1] == 1;
+	if (dense && s[2] == sizeof(T) && s[3] == sizeof(T)) {
 		T *o = reinterpret_cast<T *>(q[0]);
 		const auto *c = reinterpret_cast<const uint8_t *>(q[1]);
 		const T *a = reinterpret_cast<const T *>(q[2]), *b = reinterpret_cast<const T *>(q[3]);
 		for (int64_t i = 0; i < n; ++i)
 			o[i] = c[i] ? a[i] : b[i];
+		return;
+	}
+	// One side a value broadcast along the run (masked_fill's fill value).
+	if (dense && (s[2] == 0) != (s[3] == 0) && (s[2] == sizeof(T) || s[3] == sizeof(T))) {
+		T *o = reinterpret_cast<T *>(q[0]);
+		const auto *c = reinterpret_cast<const uint8_t *>(q[1]);
+		const bool a_fixed = s[2] == 0;
+		T v;
+		std::memcpy(&v, a_fixed ? q[2] : q[3], sizeof(T));
+		const T *x = reinterpret_cast<const T *>(a_fixed ? q[3] : q[2]);
+		if (a_fixed)
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = c[i] ? v : x[i];
+		else
+			for (int64_t i = 0; i < n; ++i)
+				o[i] = c[i] ? x[i] : v;
 		return;
 	}
 	for (int64_t i = 0; i < n; ++i) {

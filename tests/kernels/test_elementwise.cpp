@@ -241,6 +241,46 @@ Test(elementwise, binary_alpha)
 		}
 }
 
+// A binary op with one f32 input broadcast along the innermost dim (stride 0: a
+// row's mean or scale, elementwise.cpp broadcast_run) gives the bits of the same
+// op on that input written out in full, on either side and with alpha.
+Test(elementwise, broadcast_input_gives_the_bits_of_the_written_out_one)
+{
+	const int64_t R = 37, C = 70;
+	for (uint16_t opc : kBinary)
+		for (double alpha : {1.0, 2.5, -0.3})
+			for (int side = 1; side <= 2; ++side) {
+				if (alpha != 1.0 && opc != NEURON_OP_ADD && opc != NEURON_OP_SUB)
+					continue;
+				const Tensor col = Tensor::make(NEURON_DTYPE_F32, {R, 1}), other = Tensor::make(NEURON_DTYPE_F32, {R, C});
+				col.randomize(41, 0.5, 4); // divisors away from 0, on either side
+				other.randomize(42, 0.5, 4);
+				const Tensor bcast = col.expand(1, C), full = Tensor::make(NEURON_DTYPE_F32, {R, C});
+				for (int64_t r = 0; r < R; ++r)
+					for (int64_t c = 0; c < C; ++c) {
+						const int64_t i[2] = {r, c};
+						full.set(i, bcast.get(i));
+					}
+				const Tensor out = Tensor::make(NEURON_DTYPE_F32, {R, C}), want = Tensor::make(NEURON_DTYPE_F32, {R, C});
+				const Tensor &a1 = side == 1 ? bcast : other, &b1 = side == 1 ? other : bcast;
+				const Tensor &a2 = side == 1 ? full : other, &b2 = side == 1 ? other : full;
+				auto cmd = make_cmd(opc, {&out, &a1, &b1});
+				auto ref_cmd = make_cmd(opc, {&want, &a2, &b2});
+				if (opc == NEURON_OP_ADD || opc == NEURON_OP_SUB)
+					cmd.fscalars.f[0] = ref_cmd.fscalars.f[0] = alpha;
+				run(cmd, {&out, &a1, &b1});
+				run(ref_cmd, {&want, &a2, &b2});
+				for (int64_t r = 0; r < R; ++r)
+					for (int64_t c = 0; c < C; ++c) {
+						const int64_t i[2] = {r, c};
+						cr_assert(out.get(i) == want.get(i), "%s alpha %g, input %d broadcast: (%ld, %ld) %.9g, "
+										     "written out %.9g",
+							  neuron::kernels::op_name(opc), alpha, side, (long)r, (long)c, out.get(i),
+							  want.get(i));
+					}
+			}
+}
+
 Test(elementwise, binary_mixed_dtypes)
 {
 	struct M {

@@ -171,6 +171,28 @@ Test(isa11, where_every_element_size_contiguous_and_in_place)
 	}
 }
 
+// WHERE with one side a value broadcast along the run (masked_fill's fill value:
+// stride 0), either side, every element size.
+Test(isa11, where_with_a_broadcast_value)
+{
+	for (int dt : kAllDtypes)
+		for (int side = 2; side <= 3; ++side) {
+			const Tensor x = Tensor::make(dt, {3000}), one = Tensor::make(dt, {1});
+			x.randomize(13, -50, 50);
+			one.randomize(14, -50, 50);
+			const Tensor v = one.expand(0, 3000);
+			const Tensor c = Tensor::make(NEURON_DTYPE_BOOL, {3000});
+			for (int64_t i = 0; i < 3000; ++i)
+				c.set(&i, (i * 7919) % 3 == 0 ? 1.0 : 0.0);
+			const Tensor w = Tensor::make(dt, {3000});
+			const Tensor &a = side == 2 ? v : x, &b = side == 2 ? x : v;
+			auto cw = make_cmd(NEURON_OP_WHERE, {&w, &c, &a, &b});
+			run(cw, {&w, &c, &a, &b});
+			expect_tensor(w, [&](const int64_t *i) { return c.get(i) != 0 ? a.get(i) : b.get(i); }, Tol{0, 0},
+				      "where, operand " + std::to_string(side) + " broadcast, dtype " + std::to_string(dt));
+		}
+}
+
 Test(isa11, log_softmax)
 {
 	for (int dt : kFloatDtypes)

@@ -37,7 +37,17 @@ namespace neuron::kernels::detail {
 
 namespace {
 
-constexpr int64_t kTile = 2048; // outputs accumulated together (16 KiB of doubles: fits L1)
+constexpr int64_t kTile = 2048;
+
+// acc[t] += x[t]: an outer reduction's rows (a bias gradient, the sum over a
+// batch), cloned per ISA: each acc[t] is its own sum in row order, so every clone
+// gives the same bits (the baseline build's two doubles per instruction made a
+// 256 x 256 column sum 2.7x PyTorch's CPU kernel).
+NK_HOT void add_f32_to_f64(double *__restrict acc, const float *__restrict x, int64_t n)
+{
+	for (int64_t t = 0; t < n; ++t)
+		acc[t] += static_cast<double>(x[t]);
+} // outputs accumulated together (16 KiB of doubles: fits L1)
 
 struct Plan {
 	int nk = 0, nr = 0;
@@ -190,9 +200,7 @@ template <class A, class S, bool Max> struct Rules {
 	static void row(A *__restrict acc, const std::byte *p, int64_t n)
 	{
 		if constexpr (std::is_same_v<S, float> && std::is_same_v<A, double> && !Max) {
-			const float *x = reinterpret_cast<const float *>(p); // the hot case, vectorised
-			for (int64_t t = 0; t < n; ++t)
-				acc[t] += static_cast<double>(x[t]);
+			add_f32_to_f64(acc, reinterpret_cast<const float *>(p), n); // the hot case
 		} else {
 			constexpr int64_t es = sizeof(S);
 			for (int64_t t = 0; t < n; ++t)

@@ -79,12 +79,15 @@ def test_with_stack_gives_the_python_line():
         mm[0]["source"].endswith(f"test_profiler.py({line}): _workload"), mm[0]["source"]
 
 
-def test_chrome_trace_is_valid_for_perfetto(tmp_path):
-    prof = _profile()
+def _chrome_trace_events(prof, tmp_path):
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
     trace = json.loads(path.read_text())
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
+def test_chrome_trace_is_valid_for_perfetto(tmp_path):
+    events = _chrome_trace_events(_profile(), tmp_path)
     assert isinstance(events, list) and events
     # The Trace Event Format Perfetto reads: complete events have numeric ts/dur,
     # a pid and tid; metadata events name the processes.
@@ -108,11 +111,7 @@ def test_the_chip_stamps_commands_without_extra_commands(tmp_path):
     # stamp, so the queue runs exactly the workload's commands, consecutive in
     # its sequence numbers (TIMESTAMP brackets would take every other one), and
     # their chip times still follow one another in queue order.
-    prof = _profile()
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    trace = json.loads(path.read_text())
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    events = _chrome_trace_events(_profile(), tmp_path)
     kernels = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"),
                      key=lambda e: e["args"]["queue seq"])
     assert len(kernels) >= 3

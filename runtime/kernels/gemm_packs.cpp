@@ -4,6 +4,8 @@
 #include <map>
 #include <new>
 
+#include <sys/mman.h>
+
 namespace neuron::kernels {
 
 namespace {
@@ -72,11 +74,18 @@ float *AlignedFloats::reserve(size_t n)
 	size_t capacity = 0;
 	float *q = pack_pool().take(n, capacity);
 	if (!q) {
-		constexpr size_t kLine = 64;
-		const size_t bytes = (n * sizeof(float) + kLine - 1) / kLine * kLine;
-		q = static_cast<float *>(std::aligned_alloc(kLine, bytes));
+		// Buffers of 2 MiB and more on transparent huge pages where the host
+		// allows them (madvise mode): a packed block then lies in physically
+		// contiguous memory, so which L2 sets its panels use does not depend on
+		// where the kernel happened to put each 4 KiB page.
+		constexpr size_t kLine = 64, kHuge = size_t{2} << 20;
+		const size_t align = n * sizeof(float) >= kHuge ? kHuge : kLine;
+		const size_t bytes = (n * sizeof(float) + align - 1) / align * align;
+		q = static_cast<float *>(std::aligned_alloc(align, bytes));
 		if (!q)
 			throw std::bad_alloc();
+		if (align == kHuge)
+			madvise(q, bytes, MADV_HUGEPAGE); // advice only: 4 KiB pages otherwise
 		capacity = bytes / sizeof(float);
 	}
 	pack_pool().give(p_, n_);

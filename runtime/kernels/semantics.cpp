@@ -751,6 +751,14 @@ struct Checker : CheckBase {
 		default:
 			break;
 		}
+		// The input matrix has the batch too (each case above checked the outputs'
+		// batch dims against operand 0's; an input of batch 0 against outputs of
+		// batch 2 reached the kernel with no bytes to read: the fuzzer's crash).
+		if (!perm)
+			for (int i = 0; i < lead; ++i)
+				if (a.sizes[i] != d(0).sizes[i])
+					return bad(who(mat) + fmt(": sizes[%d]=%" PRId64 " does not match the batch's %" PRId64
+								  " (broadcast with stride 0)", i, a.sizes[i], d(0).sizes[i]));
 		return unused_scalars(0x0, used_i);
 	}
 

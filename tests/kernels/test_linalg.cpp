@@ -303,6 +303,15 @@ Test(isa14_linalg, rejections)
 	rejected(cmd_of(NEURON_OP_ORGQR, {&q, &a, &tau}), "reflectors");
 	const Tensor ab = Tensor::make(NEURON_DTYPE_I32, {2, 4, 3});
 	rejected(cmd_of(NEURON_OP_GEQRF, {&lu, &s, &ab}), "f32, bf16 or f16");
+	// The input matrix's batch must be the outputs' (fuzz-command: an a of batch 0
+	// beside x and b of batch 2 reached the kernel, which read through a null view).
+	const Tensor sq0 = Tensor::make(NEURON_DTYPE_F32, {0, 3, 3}), sq1 = Tensor::make(NEURON_DTYPE_F32, {1, 3, 3});
+	rejected(cmd_of(NEURON_OP_TRIANGULAR_SOLVE, {&x, &sq0, &b}, NEURON_TRSM_LEFT), "does not match the batch");
+	rejected(cmd_of(NEURON_OP_CHOLESKY, {&lsq, &info, &sq1}), "does not match the batch");
+	const Tensor sq2 = Tensor::make(NEURON_DTYPE_F32, {2, 3, 3}), w = Tensor::make(NEURON_DTYPE_F32, {2, 3}),
+		     v = Tensor::make(NEURON_DTYPE_F32, {2, 3, 3});
+	cr_assert(!neuron::kernels::check_semantics(cmd_of(NEURON_OP_EIGH, {&w, &v, &sq2})));
+	rejected(cmd_of(NEURON_OP_EIGH, {&w, &v, &sq0}), "does not match the batch");
 }
 
 // A NaN or infinity in the input faults instead of reaching LAPACK: OpenBLAS's

@@ -142,6 +142,33 @@ Test(isa14_attention, broadcast_heads_strided_and_long)
 	run_attn(b, "long, strided q, causal");
 }
 
+Test(isa14_attention, constant_masks_and_strided_keys)
+{
+	// A mask of one value broadcast everywhere: the kernel reads it once (a zero or
+	// a true changes no score; a false hides every key; another value is added).
+	for (int mdt : {NEURON_DTYPE_F32, NEURON_DTYPE_BOOL})
+		for (double value : {0.0, 1.0, 2.5}) {
+			if (mdt == NEURON_DTYPE_BOOL && value > 1)
+				continue;
+			Attn a = make_attn(NEURON_DTYPE_F32, 2, 2, 5, 7, 4, 3, mdt, 80);
+			Tensor one = Tensor::make(mdt, {1, 1, 1, 1});
+			one.each([&](const int64_t *i) { one.set(i, value); });
+			a.mask = one.expand(0, 2).expand(1, 2).expand(2, 5).expand(3, 7);
+			a.causal = value == 1.0;
+			run_attn(a, std::string("constant mask ") + dname(mdt) + " " + std::to_string(value));
+		}
+	// Keys and values whose rows are not contiguous (packed before the products)
+	// beside row-contiguous ones with a row stride wider than a row (read in place).
+	Attn b = make_attn(NEURON_DTYPE_F32, 1, 2, 9, 11, 4, 5, NEURON_DTYPE_F32, 90);
+	Tensor kt = Tensor::make(NEURON_DTYPE_F32, {1, 2, 4, 11});
+	kt.randomize(91, -2, 2);
+	b.k = kt.transpose(2, 3);
+	Tensor wide = Tensor::make(NEURON_DTYPE_F32, {1, 2, 11, 8});
+	wide.randomize(92, -2, 2);
+	b.v = wide.slice(3, 1, 6, 1);
+	run_attn(b, "transposed keys, values with a wide row stride");
+}
+
 Test(isa14_compute, rejections)
 {
 	auto rejected = [](const neuron_cmd &c, const char *needle) {

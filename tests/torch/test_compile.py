@@ -106,7 +106,39 @@ def test_transformer_lm_training_50_steps_matches_cpu():
     assert s.get("programs") == 2 and s.get("replays") == 98, s  # forward and backward, one capture each
     # The memory plan reuses the bytes of dead intermediates.
     assert 0 < s["plan_bytes"] < s["intermediate_bytes"] / 2, s
-    assert s.get("fused_matmul_epilogues", 0) > 0 and s.get("fused_pointwise_chains", 0) > 0, s
+    # The linear layers' bias + activation fuse; its elementwise chains are the layer
+    # norms', which the kernels already send as POINTWISE commands (the next test).
+    assert s.get("fused_matmul_epilogues", 0) > 0, s
+
+
+def test_elementwise_chains_fuse_into_one_command_with_eager_bits():
+    # A chain of elementwise ops, and a layer norm (its last pass one POINTWISE)
+    # followed by elementwise ops: each becomes one POINTWISE node whose results are
+    # the unfused commands' bits (each step computes what its opcode computes).
+    def chain(x, y):
+        return ((x * 1.5 + y).relu() - 0.25).exp() * y
+
+    def norm_then_scale(x, w, b):
+        return (F.layer_norm(x, (64,), w, b) * 2.0 + 1.0).tanh()
+
+    torch.manual_seed(6)
+    # (fn, inputs, commands fused into the chain): the layer norm's POINTWISE joins
+    # the three ops after it.
+    cases = [(chain, (torch.randn(32, 64), torch.randn(32, 64)), 6),
+             (norm_then_scale, (torch.randn(32, 64), torch.randn(64), torch.randn(64)), 4)]
+    for fn, args, fused_ops in cases:
+        torch._dynamo.reset()
+        nc.reset_stats()
+        dev = [a.to("neuron") for a in args]
+        eager = fn(*dev).cpu()
+        compiled = torch.compile(fn, backend="neuron")
+        for _ in range(2):  # captured, then replayed
+            got = compiled(*dev).cpu()
+            assert torch.equal(got, eager), fn.__name__
+        torch.testing.assert_close(got, fn(*args), rtol=1e-5, atol=1e-5)
+        s = nc.stats()
+        assert s.get("replays") == 1 and s.get("fused_pointwise_chains") == 1, (fn.__name__, s)
+        assert s.get("fused_pointwise_ops") == fused_ops, (fn.__name__, s)
 
 
 def test_transformer_lm_inference_matches_cpu():

@@ -91,6 +91,52 @@ void binary_op(int op, const Tensor &out, const Tensor &a, const Tensor &b, doub
 	submit(out, cmd);
 }
 
+void pointwise_cmd(const Tensor &out, const std::vector<Tensor> &inputs, const std::vector<PwStep> &steps,
+		   const std::vector<double> &consts)
+{
+	TORCH_INTERNAL_ASSERT(inputs.size() >= 1 && inputs.size() <= NEURON_PW_MAX_INPUTS && steps.size() >= 1 &&
+			      steps.size() <= NEURON_PW_MAX_STEPS && consts.size() <= 4);
+	if (out.numel() == 0)
+		return;
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_POINTWISE, static_cast<int>(1 + inputs.size()));
+	cmd.operands[0] = desc(out);
+	int k = 1;
+	for (const Tensor &t : inputs)
+		cmd.operands[k++] = desc_as(safe_input(t, out), out.sizes());
+	int s = 0;
+	for (const PwStep &st : steps) {
+		const uint64_t field = st.fn | uint64_t{st.a} << 6 | uint64_t{st.b} << 11;
+		cmd.iscalars[s / 4] = static_cast<int64_t>(static_cast<uint64_t>(cmd.iscalars[s / 4]) | field << (16 * (s % 4)));
+		++s;
+	}
+	int c = 0;
+	for (double v : consts)
+		cmd.fscalars.f[c++] = v;
+	submit(out, cmd);
+}
+
+PwChain &PwChain::then(uint8_t fn, const Tensor &t)
+{
+	steps_.push_back({fn, value(), pw_in(static_cast<int>(in_.size()))});
+	in_.push_back(t);
+	return *this;
+}
+
+PwChain &PwChain::then_const(uint8_t fn, int c)
+{
+	steps_.push_back({fn, value(), pw_const(c)});
+	return *this;
+}
+
+PwChain &PwChain::apply(uint8_t fn)
+{
+	steps_.push_back({fn, value()});
+	return *this;
+}
+
+void PwChain::run(const Tensor &out, const std::vector<double> &consts) const { pointwise_cmd(out, in_, steps_, consts); }
+
 void fill_cmd(const Tensor &out, const Scalar &v)
 {
 	if (out.numel() == 0)

@@ -42,6 +42,34 @@ void math_cmd(const Tensor &out, const Tensor &in, int fn, double p0 = 0, double
 // a and b broadcast to out's shape.
 void bmath_cmd(const Tensor &out, const Tensor &a, const Tensor &b, int fn, int64_t i1 = 0, double f0 = 0, double f1 = 0,
 	       double f2 = 0);
+// One POINTWISE command (cmd.h): out = the last step of a chain over `inputs`
+// (1..5, broadcast to out's shape) and up to 4 constants, computed in f32 per
+// element with nothing stored between steps. A step's operands are value ids:
+// pw_in(i), pw_step(s) (an earlier step's result), pw_const(c).
+struct PwStep {
+	uint8_t fn, a, b = 0; // fn: enum neuron_pw_fn
+};
+constexpr uint8_t pw_in(int i) { return static_cast<uint8_t>(i); }
+constexpr uint8_t pw_step(int s) { return static_cast<uint8_t>(NEURON_PW_VALUE_STEP0 + s); }
+constexpr uint8_t pw_const(int c) { return static_cast<uint8_t>(NEURON_PW_VALUE_CONST0 + c); }
+void pointwise_cmd(const Tensor &out, const std::vector<Tensor> &inputs, const std::vector<PwStep> &steps,
+		   const std::vector<double> &consts = {});
+// A POINTWISE chain that feeds each step's value to the next: starts from an input,
+// then combines the running value with another input or a constant, or applies a
+// unary function; run() sends it as one command.
+class PwChain {
+public:
+	explicit PwChain(const Tensor &first) : in_{first} {}
+	PwChain &then(uint8_t fn, const Tensor &t); // value (fn) t
+	PwChain &then_const(uint8_t fn, int c);     // value (fn) constant c
+	PwChain &apply(uint8_t fn);                 // fn(value)
+	void run(const Tensor &out, const std::vector<double> &consts = {}) const;
+
+private:
+	uint8_t value() const { return steps_.empty() ? pw_in(0) : pw_step(static_cast<int>(steps_.size()) - 1); }
+	std::vector<Tensor> in_;
+	std::vector<PwStep> steps_;
+};
 // out = cond ? a : b (cond bool; a, b of out's dtype), one WHERE command.
 void where_cmd(const Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b);
 // An index tensor the chip's indexing ops take (i32/i64 on the device).

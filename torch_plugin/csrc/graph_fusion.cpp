@@ -110,6 +110,45 @@ uint8_t unary_fn(const neuron_cmd &c)
 	}
 }
 
+bool pw_binary_fn(uint8_t fn)
+{
+	return (fn >= NEURON_PW_ADD && fn <= NEURON_PW_POW) || fn == NEURON_PW_THRESHOLD_BACKWARD ||
+	       fn == NEURON_PW_GELU_BACKWARD;
+}
+
+// A POINTWISE command (the plugin's own, e.g. a layer norm's) joins a chain as its
+// steps, its value ids renumbered into the chain's: its inputs (resolved before
+// any of its steps, so the previous command's output is the chain's value so far),
+// its constants and its earlier steps.
+template <class Input> bool append_pointwise(Chain &ch, const neuron_cmd &c, Input &&in)
+{
+	const int inputs = c.num_operands - 1;
+	std::optional<uint8_t> input_id[NEURON_PW_MAX_INPUTS];
+	for (int i = 0; i < inputs && i < NEURON_PW_MAX_INPUTS; ++i)
+		input_id[i] = in(1 + i);
+	std::vector<uint8_t> step_id;
+	auto value = [&](uint8_t v) -> std::optional<uint8_t> {
+		if (v < NEURON_PW_VALUE_STEP0)
+			return v < inputs ? input_id[v] : std::nullopt;
+		if (v < NEURON_PW_VALUE_CONST0)
+			return v - NEURON_PW_VALUE_STEP0 < static_cast<int>(step_id.size())
+				       ? std::optional<uint8_t>(step_id[v - NEURON_PW_VALUE_STEP0])
+				       : std::nullopt;
+		return v - NEURON_PW_VALUE_CONST0 < NEURON_MAX_SCALARS ? ch.constant(c.fscalars.f[v - NEURON_PW_VALUE_CONST0])
+								       : std::nullopt;
+	};
+	for (int s = 0; s < NEURON_PW_MAX_STEPS; ++s) {
+		const auto field = static_cast<uint16_t>(static_cast<uint64_t>(c.iscalars[s / 4]) >> (16 * (s % 4)));
+		const uint8_t fn = field & 63, a = (field >> 6) & 31, b = (field >> 11) & 31;
+		if (fn == NEURON_PW_END)
+			break;
+		if (fn >= NEURON_PW_FN_COUNT_ || !ch.step(fn, value(a), pw_binary_fn(fn) ? value(b) : uint8_t{0}))
+			return false;
+		step_id.push_back(static_cast<uint8_t>(ch.last));
+	}
+	return !step_id.empty();
+}
+
 // Appends c's computation to the chain; false if c is not a fusable op (the
 // chain may then hold a partial step: the caller drops it).
 bool append(Chain &ch, const RecordedCmd &rc)
@@ -156,6 +195,8 @@ bool append(Chain &ch, const RecordedCmd &rc)
 								: NEURON_PW_POW;
 		return ch.step(fn, in(1), in(2));
 	}
+	case NEURON_OP_POINTWISE:
+		return append_pointwise(ch, c, in);
 	default: {
 		const uint8_t fn = unary_fn(c);
 		if (!fn || c.num_operands != 2 || !scalars_zero(c, 0, 1) ||

@@ -127,23 +127,29 @@ fused_backward(const Tensor &grad_out, const Tensor &q, const Tensor &k_in, cons
 	const Tensor k = group_heads(k_in, hq), v = group_heads(v_in, hq);
 	const double sc = sdpa_scale(q, scale);
 	const int64_t L = q.size(-2), S = k.size(-2);
-	// P = exp(s - lse), s = scale q k^T + bias (+ causal -inf); a row that saw no
-	// key has lse = -inf and probabilities 0.
-	Tensor s = at::matmul(q, k.transpose(-2, -1)) * sc;
+	// P = exp(scale q k^T + bias - lse), keys past the causal diagonal at -inf: one
+	// POINTWISE after the product, the chain of elementwise commands it replaces
+	// (the same bits in f32). A row that saw no key has lse = -inf and
+	// probabilities 0. The infinity is a device scalar: a host scalar would be one
+	// more host copy (and keep torch.compile's backward graph from being one program).
+	const Tensor qk = at::matmul(q, k.transpose(-2, -1));
+	const Tensor lse_safe = at::where(at::isinf(lse), at::full({}, INFINITY, lse.options()), lse).unsqueeze(-1);
+	PwChain chain(qk);
+	chain.then_const(NEURON_PW_MUL, 0);
 	if (bias.defined() && bias.numel() > 0)
-		s = bias.scalar_type() == c10::kBool ? s.masked_fill(bias.logical_not(), -INFINITY) : s + bias;
+		chain.then(NEURON_PW_ADD, bias.scalar_type() == c10::kBool ? at::where(bias, at::zeros({}, q.options()),
+											  at::full({}, -INFINITY, q.options()))
+									     : bias);
 	if (is_causal)
-		s = s.masked_fill(at::ones({L, S}, q.options().dtype(c10::kBool)).triu(1), -INFINITY);
-	// The infinity as a device scalar: a host scalar would be one more host copy
-	// (and keep torch.compile's backward graph from being one program).
-	const Tensor lse_safe =
-		at::where(at::isinf(lse), at::full({}, INFINITY, lse.options()), lse).unsqueeze(-1).to(s.scalar_type());
-	const Tensor p = at::exp(s - lse_safe);
+		chain.then(NEURON_PW_ADD, at::full({L, S}, -INFINITY, q.options()).triu(1));
+	const Tensor p = at::empty(qk.sizes(), qk.options());
+	chain.then(NEURON_PW_SUB, lse_safe).apply(NEURON_PW_EXP).run(p, {sc});
 	const Tensor go = grad_out.to(q.scalar_type());
 	Tensor dv = at::matmul(p.transpose(-2, -1), go);
 	const Tensor dp = at::matmul(go, v.transpose(-2, -1));
 	const Tensor rowdot = (go * out).sum(-1, true);
-	const Tensor ds = p * (dp - rowdot);
+	const Tensor ds = at::empty(p.sizes(), p.options()); // p * (dp - rowdot)
+	PwChain(dp).then(NEURON_PW_SUB, rowdot).then(NEURON_PW_MUL, p).run(ds);
 	Tensor dq = mask[0] ? at::matmul(ds, k) * sc : Tensor();
 	Tensor dk = mask[1] ? at::matmul(ds.transpose(-2, -1), q) * sc : Tensor();
 	// Grouped heads: each key head's gradient sums over its group.

@@ -5,9 +5,13 @@
 // instead of k times, and is one command instead of k.
 #include "block.h"
 #include "ops.h"
-#include "pointwise.h"
+#include "iterate.h"
+#include "parallel.h"
 #include "pointwise_math.h"
 #include "pointwise_steps.h"
+
+#include <algorithm>
+#include <memory>
 
 namespace neuron::kernels {
 
@@ -52,30 +56,82 @@ namespace neuron::kernels::detail {
 
 namespace {
 
+// A thread's buffers for one chain: converted inputs, step results, constants.
+// Kept per thread across commands (~60 KiB): on a stack frame per run they cost
+// its page probes on every one of a broadcast operand's short runs.
+struct ChainBuffers {
+	float in[NEURON_PW_MAX_INPUTS][kBlock];
+	float out[NEURON_PW_MAX_STEPS][kBlock];
+	float cst[NEURON_MAX_SCALARS][kBlock];
+};
+
+ChainBuffers &chain_buffers()
+{
+	thread_local std::unique_ptr<ChainBuffers> b = std::make_unique<ChainBuffers>();
+	return *b;
+}
+
+// One block of n <= kBlock elements (q: one pointer per operand, s: their byte
+// strides along the block). f32 inputs and outputs contiguous along the block are
+// used in place, other inputs are converted into the thread's buffers. Copying
+// every input and every constant per block was most of a layer norm's time on its
+// rows of 64 (a broadcast operand makes runs as short as a row).
+template <int N>
+void eval_block(ChainBuffers &buf, const PointwiseSteps &steps, std::span<const View> v, std::byte *const *q,
+		const int64_t *s, int64_t n)
+{
+	const float *val[NEURON_PW_VALUE_CONST0 + NEURON_MAX_SCALARS] = {};
+	for (int k = 1; k < N; ++k) {
+		if (v[k].dtype == NEURON_DTYPE_F32 && s[k] == static_cast<int64_t>(sizeof(float))) {
+			val[k - 1] = reinterpret_cast<const float *>(q[k]);
+			continue;
+		}
+		load_block<float>(buf.in[k - 1], q[k], s[k], n, v[k].dtype);
+		val[k - 1] = buf.in[k - 1];
+	}
+	for (int c = 0; c < NEURON_MAX_SCALARS; ++c)
+		val[NEURON_PW_VALUE_CONST0 + c] = buf.cst[c];
+	// The last step writes into out when it is f32 and contiguous (every input of
+	// the block was read by then, at the same element: in place is exact).
+	const bool direct = v[0].dtype == NEURON_DTYPE_F32 && s[0] == static_cast<int64_t>(sizeof(float));
+	for (int t = 0; t < steps.count; ++t) {
+		const PointwiseStep &st = steps.step[t];
+		float *o = direct && t == steps.count - 1 ? reinterpret_cast<float *>(q[0]) : buf.out[t];
+		pw_eval(st.fn, o, val[st.a], pw_binary(st.fn) ? val[st.b] : val[st.a], n);
+		val[NEURON_PW_VALUE_STEP0 + t] = o;
+	}
+	if (!direct)
+		store_block<float>(q[0], s[0], buf.out[steps.count - 1], n, v[0].dtype);
+}
+
 template <int N>
 void run_chain(const PointwiseSteps &steps, const float (&consts)[NEURON_MAX_SCALARS], std::span<const View> v,
 	       int max_threads)
 {
-	pointwise<N>(v, max_threads, [&](std::byte *const *q, const int64_t *s, int64_t n) {
-		float in[N - 1][kBlock];
-		float out[NEURON_PW_MAX_STEPS][kBlock];
-		float cst[NEURON_MAX_SCALARS][kBlock];
-		const float *val[NEURON_PW_VALUE_CONST0 + NEURON_MAX_SCALARS] = {};
-		for (int k = 1; k < N; ++k) {
-			load_block<float>(in[k - 1], q[k], s[k], n, v[k].dtype);
-			val[k - 1] = in[k - 1];
-		}
-		for (int c = 0; c < NEURON_MAX_SCALARS; ++c) {
-			for (int64_t i = 0; i < n; ++i)
-				cst[c][i] = consts[c];
-			val[NEURON_PW_VALUE_CONST0 + c] = cst[c];
-		}
-		for (int t = 0; t < steps.count; ++t) {
-			const PointwiseStep &st = steps.step[t];
-			pw_eval(st.fn, out[t], val[st.a], pw_binary(st.fn) ? val[st.b] : val[st.a], n);
-			val[NEURON_PW_VALUE_STEP0 + t] = out[t];
-		}
-		store_block<float>(q[0], s[0], out[steps.count - 1], n, v[0].dtype);
+	const int64_t *strides[N];
+	size_t esz[N];
+	std::byte *ptrs[N];
+	for (int k = 0; k < N; ++k) {
+		strides[k] = v[k].strides;
+		esz[k] = dtype_size(v[k].dtype);
+		ptrs[k] = v[k].data;
+	}
+	const auto it = make_iter<N>(v[0].ndim, v[0].sizes, strides, esz, ptrs);
+	if (it.numel == 0)
+		return;
+	const int nt = threads_for(it.numel, kElementwiseGrain, max_threads);
+	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
+		ChainBuffers &buf = chain_buffers();
+		for (int c = 0; c < NEURON_MAX_SCALARS; ++c)
+			std::fill(buf.cst[c], buf.cst[c] + kBlock, consts[c]);
+		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
+			for (int64_t off = 0; off < n; off += kBlock) {
+				std::byte *q[N];
+				for (int k = 0; k < N; ++k)
+					q[k] = p[k] + off * s[k];
+				eval_block<N>(buf, steps, v, q, s, std::min(kBlock, n - off));
+			}
+		});
 	});
 }
 

@@ -239,6 +239,21 @@ int main(int argc, char **argv)
 	write(dir, "svd", 0,
 	      make(NEURON_OP_SVD, {desc(A, F, {5, 3}), desc(A + 4096, F, {3}), desc(A + 8192, F, {3, 3}),
 				   desc(B, F, {5, 3})}));
+	// An attention whose mask is one value broadcast everywhere (read once).
+	auto attn_const = attn;
+	attn_const.operands[5] = desc(B + 12288, F, {2, 5, 6});
+	for (int k = 0; k < 3; ++k)
+		attn_const.operands[5].strides[k] = 0;
+	write(dir, "attention_constant_mask", 0, attn_const);
+	// A POINTWISE chain over a [4, 6] f32 output with a row operand broadcast along
+	// its rows (stride 0): (x - m) * 1.5, run by run.
+	auto pw = make(NEURON_OP_POINTWISE, {desc(A, F, {4, 6}), desc(B, F, {4, 6}), desc(B + 4096, F, {4, 6})});
+	pw.operands[2].strides[0] = 1;
+	pw.operands[2].strides[1] = 0;
+	pw.iscalars[0] = static_cast<int64_t>(uint64_t(NEURON_PW_SUB | 0 << 6 | 1 << 11) |
+					      uint64_t(NEURON_PW_MUL | 5 << 6 | 21 << 11) << 16);
+	pw.fscalars.f[0] = 1.5;
+	write(dir, "pointwise_broadcast", 0, pw);
 	// Zero-sized dimensions (rows, row length, keys, matrices) walk nothing.
 	auto scan_empty = make(NEURON_OP_SCAN, {desc(A, F, {0, 9}), desc(B, F, {0, 9}), desc(B + 4096, F, {0, 1})});
 	scan_empty.iscalars[0] = 1;

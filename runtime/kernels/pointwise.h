@@ -13,7 +13,13 @@
 
 namespace neuron::kernels::detail {
 
-template <int N, class F> void pointwise(std::span<const View> v, int max_threads, F &&body)
+struct NoRangeSetup {
+	void operator()() const {}
+};
+
+// setup() runs on each thread before the blocks of its range (a thread's buffers).
+template <int N, class F, class Setup = NoRangeSetup>
+void pointwise(std::span<const View> v, int max_threads, F &&body, Setup &&setup = {})
 {
 	const int64_t *strides[N];
 	size_t esz[N];
@@ -28,6 +34,7 @@ template <int N, class F> void pointwise(std::span<const View> v, int max_thread
 		return;
 	const int nt = threads_for(it.numel, kElementwiseGrain, max_threads);
 	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
+		setup();
 		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
 			for (int64_t off = 0; off < n; off += kBlock) {
 				const int64_t m = std::min(kBlock, n - off);

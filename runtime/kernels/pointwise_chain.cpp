@@ -5,8 +5,7 @@
 // instead of k times, and is one command instead of k.
 #include "block.h"
 #include "ops.h"
-#include "iterate.h"
-#include "parallel.h"
+#include "pointwise.h"
 #include "pointwise_math.h"
 #include "pointwise_steps.h"
 
@@ -108,31 +107,14 @@ template <int N>
 void run_chain(const PointwiseSteps &steps, const float (&consts)[NEURON_MAX_SCALARS], std::span<const View> v,
 	       int max_threads)
 {
-	const int64_t *strides[N];
-	size_t esz[N];
-	std::byte *ptrs[N];
-	for (int k = 0; k < N; ++k) {
-		strides[k] = v[k].strides;
-		esz[k] = dtype_size(v[k].dtype);
-		ptrs[k] = v[k].data;
-	}
-	const auto it = make_iter<N>(v[0].ndim, v[0].sizes, strides, esz, ptrs);
-	if (it.numel == 0)
-		return;
-	const int nt = threads_for(it.numel, kElementwiseGrain, max_threads);
-	parallel_ranges(it.numel, nt, [&](int64_t b, int64_t e, int) {
-		ChainBuffers &buf = chain_buffers();
-		for (int c = 0; c < NEURON_MAX_SCALARS; ++c)
-			std::fill(buf.cst[c], buf.cst[c] + kBlock, consts[c]);
-		for_each_run(it, b, e, [&](std::byte *const *p, const int64_t *s, int64_t n) {
-			for (int64_t off = 0; off < n; off += kBlock) {
-				std::byte *q[N];
-				for (int k = 0; k < N; ++k)
-					q[k] = p[k] + off * s[k];
-				eval_block<N>(buf, steps, v, q, s, std::min(kBlock, n - off));
-			}
+	pointwise<N>(
+		v, max_threads,
+		[&](std::byte *const *q, const int64_t *s, int64_t n) { eval_block<N>(chain_buffers(), steps, v, q, s, n); },
+		[&] {
+			ChainBuffers &buf = chain_buffers();
+			for (int c = 0; c < NEURON_MAX_SCALARS; ++c)
+				std::fill(buf.cst[c], buf.cst[c] + kBlock, consts[c]);
 		});
-	});
 }
 
 } // namespace

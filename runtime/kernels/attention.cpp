@@ -174,8 +174,10 @@ void online_softmax(float *s, float *m, float *l, float *acc, BlasRows vb, int64
 	exp_block(s, nr, nc, m, m_new, sum);
 	for (int64_t r = 0; r < nr; ++r) {
 		const float mx = m_new[r];
-		if (mx == -INFINITY) // nothing visible yet: contributes nothing
+		if (mx == -INFINITY) { // nothing visible yet (a NaN score among -inf too): contributes nothing
+			std::fill(s + r * nc, s + (r + 1) * nc, 0.0f);
 			continue;
+		}
 		const float corr = m[r] == -INFINITY ? 0.0f : exp_f32(m[r] - mx);
 		l[r] = l[r] * corr + sum[r];
 		m[r] = mx;

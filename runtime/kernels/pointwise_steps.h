@@ -25,11 +25,7 @@ struct PointwiseSteps {
 void pw_eval(uint8_t fn, float *o, const float *a, const float *b, int64_t n);
 
 // Functions that take a second operand.
-inline bool pw_binary(uint8_t fn)
-{
-	return (fn >= NEURON_PW_ADD && fn <= NEURON_PW_POW) || fn == NEURON_PW_THRESHOLD_BACKWARD ||
-	       fn == NEURON_PW_GELU_BACKWARD;
-}
+inline bool pw_binary(uint8_t fn) { return NEURON_PW_FN_IS_BINARY(fn); }
 
 // Steps of cmd with `inputs` input operands; "" or what is wrong (the semantic
 // check's wording).

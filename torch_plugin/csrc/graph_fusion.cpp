@@ -110,12 +110,6 @@ uint8_t unary_fn(const neuron_cmd &c)
 	}
 }
 
-bool pw_binary_fn(uint8_t fn)
-{
-	return (fn >= NEURON_PW_ADD && fn <= NEURON_PW_POW) || fn == NEURON_PW_THRESHOLD_BACKWARD ||
-	       fn == NEURON_PW_GELU_BACKWARD;
-}
-
 // A POINTWISE command (the plugin's own, e.g. a layer norm's) joins a chain as its
 // steps, its value ids renumbered into the chain's: its inputs (resolved before
 // any of its steps, so the previous command's output is the chain's value so far),
@@ -142,7 +136,7 @@ template <class Input> bool append_pointwise(Chain &ch, const neuron_cmd &c, Inp
 		const uint8_t fn = field & 63, a = (field >> 6) & 31, b = (field >> 11) & 31;
 		if (fn == NEURON_PW_END)
 			break;
-		if (fn >= NEURON_PW_FN_COUNT_ || !ch.step(fn, value(a), pw_binary_fn(fn) ? value(b) : uint8_t{0}))
+		if (fn >= NEURON_PW_FN_COUNT_ || !ch.step(fn, value(a), NEURON_PW_FN_IS_BINARY(fn) ? value(b) : uint8_t{0}))
 			return false;
 		step_id.push_back(static_cast<uint8_t>(ch.last));
 	}

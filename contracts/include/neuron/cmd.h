@@ -446,6 +446,10 @@ enum neuron_pw_fn {
 	NEURON_PW_GELU_BACKWARD = 23,      /* a * gelu'(b), erf form */
 	NEURON_PW_FN_COUNT_ = 24,
 };
+/* The step functions that read operand b; the others take b = 0. */
+#define NEURON_PW_FN_IS_BINARY(fn)                                                                      \
+	(((fn) >= NEURON_PW_ADD && (fn) <= NEURON_PW_POW) || (fn) == NEURON_PW_THRESHOLD_BACKWARD || \
+	 (fn) == NEURON_PW_GELU_BACKWARD)
 #define NEURON_PW_MAX_STEPS 16
 #define NEURON_PW_MAX_INPUTS 5
 #define NEURON_PW_VALUE_STEP0 5

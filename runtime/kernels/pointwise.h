@@ -17,9 +17,10 @@ struct NoRangeSetup {
 	void operator()() const {}
 };
 
-// setup() runs on each thread before the blocks of its range (a thread's buffers).
-template <int N, class F, class Setup = NoRangeSetup>
-void pointwise(std::span<const View> v, int max_threads, F &&body, Setup &&setup = {})
+// setup() runs on each thread before the blocks of its range (a thread's buffers),
+// finish() after them (work a body deferred).
+template <int N, class F, class Setup = NoRangeSetup, class Finish = NoRangeSetup>
+void pointwise(std::span<const View> v, int max_threads, F &&body, Setup &&setup = {}, Finish &&finish = {})
 {
 	const int64_t *strides[N];
 	size_t esz[N];
@@ -44,6 +45,7 @@ void pointwise(std::span<const View> v, int max_threads, F &&body, Setup &&setup
 				body(q, s, m);
 			}
 		});
+		finish();
 	});
 }
 

@@ -26,10 +26,12 @@ Test(isa15_pointwise, layer_norm_pass_with_broadcast_operands)
 {
 	// out = (x - mean) * rstd * w + b over [R, C]; mean and rstd [R, 1] and w, b [C]
 	// broadcast to [R, C] with stride 0.
-	for (int64_t C : {64, 700})
+	// Rows of 29 and 64 are gathered several to a block (a block of 512 ends
+	// inside a row of 29), rows of 700 run one by one.
+	for (int64_t C : {29, 64, 700})
 		for (int xdt : {NEURON_DTYPE_F32, NEURON_DTYPE_BF16})
 			for (int odt : {NEURON_DTYPE_F32, NEURON_DTYPE_BF16}) {
-				const int64_t R = 9;
+				const int64_t R = 37;
 				const Tensor x = Tensor::make(xdt, {R, C});
 				x.randomize(1, -3, 3);
 				Tensor mean = Tensor::make(NEURON_DTYPE_F32, {R, 1}), rstd = Tensor::make(NEURON_DTYPE_F32, {R, 1});
@@ -84,4 +86,20 @@ Test(isa15_pointwise, in_place_strided_and_constants)
 	expect_tensor(
 		ot, [&](const int64_t *i) { return static_cast<double>(f(at, i) * f(at, i) + 0.5f); }, {0, 0},
 		"strided");
+
+	// In place over rows of 29 with a row operand broadcast along them: the short
+	// runs are gathered into blocks, every input read before any output is written.
+	const Tensor z = Tensor::make(NEURON_DTYPE_F32, {37, 29});
+	Tensor r = Tensor::make(NEURON_DTYPE_F32, {37, 1});
+	z.randomize(9, -3, 3);
+	r.randomize(10, -1, 1);
+	r = r.expand(1, 29);
+	const Tensor z0 = z.clone();
+	neuron_cmd c3 = make_cmd(NEURON_OP_POINTWISE, {&z, &z, &r});
+	set_steps(c3, {step(NEURON_PW_SUB, 0, 1), step(NEURON_PW_MUL, 5, 21)});
+	c3.fscalars.f[0] = 2.0;
+	run(c3, {&z, &z, &r});
+	expect_tensor(
+		z, [&](const int64_t *i) { return static_cast<double>((f(z0, i) - f(r, i)) * 2.0f); }, {0, 0},
+		"in place, gathered rows");
 }

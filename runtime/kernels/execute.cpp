@@ -193,6 +193,12 @@ std::optional<Fault> execute(const neuron_cmd &cmd, std::span<const View> views,
 		return detail::run_pointwise(cmd, views, max_threads);
 	case NEURON_OP_MATMUL_EPILOGUE:
 		return detail::run_matmul_epilogue(cmd, views, max_threads, packs);
+	case NEURON_OP_LAYER_NORM:
+		return detail::run_layer_norm(cmd, views, max_threads);
+	case NEURON_OP_LAYER_NORM_BACKWARD:
+		return detail::run_layer_norm_backward(cmd, views, max_threads);
+	case NEURON_OP_LAYER_NORM_PARAM_GRAD:
+		return detail::run_layer_norm_param_grad(cmd, views, max_threads);
 	case NEURON_OP_TILE_KERNEL: // its steps run on the core's engines (runtime/tile), never here
 		return Fault{NEURON_FAULT_BAD_OPCODE, "tile_kernel runs only as a node of a program"};
 	default:

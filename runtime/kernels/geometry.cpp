@@ -117,9 +117,11 @@ int written_operands(uint16_t opcode)
 	switch (opcode) {
 	case NEURON_OP_ADAM_STEP:
 		return 3;
-	case NEURON_OP_LU:  // lu, pivots, info
-	case NEURON_OP_SVD: // u, s, vh
+	case NEURON_OP_LU:          // lu, pivots, info
+	case NEURON_OP_SVD:         // u, s, vh
+	case NEURON_OP_LAYER_NORM: // out, mean, rstd
 		return 3;
+	case NEURON_OP_LAYER_NORM_PARAM_GRAD: // dw, db
 	case NEURON_OP_SORT:      // values, indices
 	case NEURON_OP_ATTENTION: // out, lse
 	case NEURON_OP_CHOLESKY:  // l, info
@@ -170,7 +172,11 @@ bool overwrites_outputs(const neuron_cmd &cmd)
 	case NEURON_OP_INDEX_SELECT:
 	case NEURON_OP_GATHER:
 	case NEURON_OP_ARG_REDUCE:
+	case NEURON_OP_LAYER_NORM:
+	case NEURON_OP_LAYER_NORM_BACKWARD:
 		return true;
+	case NEURON_OP_LAYER_NORM_PARAM_GRAD:
+		return !(cmd.iscalars[1] & NEURON_LN_ACCUMULATE);
 	case NEURON_OP_MATMUL: // beta * out is read unless beta is 0
 		return cmd.fscalars.f[1] == 0.0;
 	case NEURON_OP_SUM:

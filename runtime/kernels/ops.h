@@ -59,6 +59,9 @@ Result run_svd(const neuron_cmd &cmd, std::span<const View> v, int max_threads);
 
 // ISA 1.5
 Result run_pointwise(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // pointwise_chain.cpp
+Result run_layer_norm(const neuron_cmd &cmd, std::span<const View> v, int max_threads); // layer_norm.cpp
+Result run_layer_norm_backward(const neuron_cmd &cmd, std::span<const View> v, int max_threads);
+Result run_layer_norm_param_grad(const neuron_cmd &cmd, std::span<const View> v, int max_threads);
 Result run_matmul_epilogue(const neuron_cmd &cmd, std::span<const View> v, int max_threads,
 			   GemmPacks *packs); // matmul_epilogue.cpp
 

@@ -137,8 +137,12 @@ const OpInfo kIsa15Ops[] = {
 	{"pointwise", 6, {"out", "in1", "in2", "in3", "in4", "in5"}, true},
 	{"matmul_epilogue", 4, {"out", "a", "b", "bias"}},
 	{"tile_kernel", 6, {"arg0", "arg1", "arg2", "arg3", "arg4", "arg5"}, true},
+	// ISA 1.8 (variadic: weight and bias may be left out; the least is checked apart)
+	{"layer_norm", 6, {"out", "mean", "rstd", "in", "weight", "bias"}, true},
+	{"layer_norm_backward", 6, {"dx", "go", "in", "mean", "rstd", "weight"}, true},
+	{"layer_norm_param_grad", 6, {"dw", "db", "go", "in", "mean", "rstd"}},
 };
-static_assert(kIsa15First + std::size(kIsa15Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.5/1.6 opcode");
+static_assert(kIsa15First + std::size(kIsa15Ops) == NEURON_OP_COUNT_, "one entry per ISA 1.5..1.8 opcode");
 
 } // namespace
 

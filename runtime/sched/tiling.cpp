@@ -204,6 +204,40 @@ void plan_softmax(TilePlan &p, const neuron_cmd &cmd, uint64_t budget, bool stat
 	add_carry_split(p, dims, out.sizes[along], per_tile, budget, Carry::RowStats);
 }
 
+// LAYER_NORM / LAYER_NORM_BACKWARD along dim D = i[0]: blocks of whole rows along
+// the largest dim d other than D, cutting the operands that hold rows or row
+// statistics (all of out's rank) and never the 1-D weight and bias. A row is never
+// cut: its statistics need all of it.
+void plan_layer_norm(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+{
+	const neuron_tensor_desc &out = cmd.operands[0];
+	const int64_t along = cmd.iscalars[0];
+	const int d = largest_dim(out, [&](int i) { return i != along; });
+	const uint64_t want = (numel(out) + budget - 1) / std::max<uint64_t>(budget, 1);
+	if (d < 0 || want <= 1)
+		return;
+	const int row_operands = cmd.opcode == NEURON_OP_LAYER_NORM ? 4 : 5;
+	int dims[NEURON_MAX_OPERANDS];
+	for (int k = 0; k < NEURON_MAX_OPERANDS; ++k)
+		dims[k] = k < row_operands ? d : -1;
+	add_split(p, dims, out.sizes[d], (out.sizes[d] + static_cast<int64_t>(want) - 1) / static_cast<int64_t>(want));
+}
+
+// LAYER_NORM_PARAM_GRAD: blocks of whole rows of go, in and the statistics (as
+// above); dw and db are whole in every tile, the later tiles adding to them
+// (NEURON_LN_ACCUMULATE), in order, like a reduction's.
+void plan_layer_norm_param_grad(TilePlan &p, const neuron_cmd &cmd, uint64_t budget)
+{
+	const neuron_tensor_desc &in = cmd.operands[3];
+	const int64_t along = cmd.iscalars[0];
+	const int d = largest_dim(in, [&](int i) { return i != along; });
+	const uint64_t work = numel(in);
+	if (d < 0 || work <= budget)
+		return;
+	const int dims[NEURON_MAX_OPERANDS] = {-1, -1, d, d, d, d};
+	add_carry_split(p, dims, in.sizes[d], work, budget, Carry::Accumulate);
+}
+
 // ARG_REDUCE along dim D = i[0]: like softmax, blocks of whole rows (out keeps D
 // with size 1); rows longer than a tile are cut along D in `in` only, last, each
 // chain carrying its rows' best element so far (Carry::ArgBest), if the runner keeps
@@ -311,6 +345,11 @@ void accumulate_after_first(neuron_cmd &cmd, bool later, bool last)
 			cmd.iscalars[1] |= NEURON_EPILOGUE_NO_ACT;
 		return;
 	}
+	if (cmd.opcode == NEURON_OP_LAYER_NORM_PARAM_GRAD) {
+		if (later)
+			cmd.iscalars[1] |= NEURON_LN_ACCUMULATE;
+		return;
+	}
 	// A reduction: every tile's mean divides by the whole command's count.
 	if (cmd.opcode == NEURON_OP_MEAN && cmd.iscalars[2] == 0) {
 		const neuron_tensor_desc &in = cmd.operands[1];
@@ -358,6 +397,11 @@ TilePlan plan_tiles(const neuron_cmd &cmd, const TileBudget &budget, int threads
 		plan_reduction(p, cmd, elem_budget, budget.chain_partials);
 	} else if ((cmd.opcode == NEURON_OP_SOFTMAX || cmd.opcode == NEURON_OP_LOG_SOFTMAX) && cmd.num_operands == 2) {
 		plan_softmax(p, cmd, elem_budget, budget.chain_partials);
+	} else if ((cmd.opcode == NEURON_OP_LAYER_NORM && cmd.num_operands >= 4) ||
+		   (cmd.opcode == NEURON_OP_LAYER_NORM_BACKWARD && cmd.num_operands >= 5)) {
+		plan_layer_norm(p, cmd, elem_budget);
+	} else if (cmd.opcode == NEURON_OP_LAYER_NORM_PARAM_GRAD && cmd.num_operands == 6) {
+		plan_layer_norm_param_grad(p, cmd, elem_budget);
 	} else if (cmd.opcode >= NEURON_OP_INDEX_SELECT && cmd.opcode <= NEURON_OP_SCATTER_ADD && cmd.num_operands == 3) {
 		plan_indexing(p, cmd, elem_budget);
 	} else if (cmd.opcode == NEURON_OP_ARG_REDUCE && cmd.num_operands == 2) {

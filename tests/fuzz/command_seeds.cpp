@@ -254,6 +254,23 @@ int main(int argc, char **argv)
 					      uint64_t(NEURON_PW_MUL | 5 << 6 | 21 << 11) << 16);
 	pw.fscalars.f[0] = 1.5;
 	write(dir, "pointwise_broadcast", 0, pw);
+	// LAYER_NORM over rows of 6 with weight and bias, and its backward, both along
+	// dim 1 of [4, 6]; the statistics [4, 1].
+	auto ln = make(NEURON_OP_LAYER_NORM, {desc(A, F, {4, 6}), desc(A + 4096, F, {4, 1}), desc(A + 8192, F, {4, 1}),
+					      desc(B, F, {4, 6}), desc(B + 4096, F, {6}), desc(B + 8192, F, {6})});
+	ln.iscalars[0] = 1;
+	ln.fscalars.f[0] = 1e-5;
+	write(dir, "layer_norm", 0, ln);
+	auto lnb = make(NEURON_OP_LAYER_NORM_BACKWARD, {desc(A, F, {4, 6}), desc(B, F, {4, 6}), desc(B + 4096, F, {4, 6}),
+							desc(B + 8192, F, {4, 1}), desc(B + 12288, F, {4, 1}),
+							desc(B + 16384, F, {6})});
+	lnb.iscalars[0] = 1;
+	write(dir, "layer_norm_backward", 0, lnb);
+	auto lnp = make(NEURON_OP_LAYER_NORM_PARAM_GRAD, {desc(A, F, {6}), desc(A + 4096, F, {6}), desc(B, F, {4, 6}),
+							  desc(B + 4096, F, {4, 6}), desc(B + 8192, F, {4, 1}),
+							  desc(B + 12288, F, {4, 1})});
+	lnp.iscalars[0] = 1;
+	write(dir, "layer_norm_param_grad", 0, lnp);
 	// Zero-sized dimensions (rows, row length, keys, matrices) walk nothing.
 	auto scan_empty = make(NEURON_OP_SCAN, {desc(A, F, {0, 9}), desc(B, F, {0, 9}), desc(B + 4096, F, {0, 1})});
 	scan_empty.iscalars[0] = 1;

@@ -451,6 +451,95 @@ Test(tiling, long_softmax_rows_run_in_two_passes, .fini = down, .timeout = 120)
 	t.close();
 }
 
+// LAYER_NORM and its backward are cut into blocks of whole rows (the weight and
+// bias whole in every tile), the parameter gradients' later tiles adding to the
+// sums; rows along dim 0 (strided) too. Results against the layer norm computed
+// here in double.
+Test(tiling, layer_norm_rows_are_tiled_and_exact, .fini = down, .timeout = 120)
+{
+	start_daemon({"--tile-elements", "256"});
+	Tenant t;
+	t.open("lnrows", NEURON_TENANT_TRAINING, 1);
+	constexpr int64_t R = 48, L = 40;
+	const std::vector<float> x = ramp(size_t(R * L), 13, 29), go = ramp(size_t(R * L), 7, 23);
+	const uint64_t dx = put(t, x), dgo = put(t, go);
+	const uint64_t dout = t.alloc(x.size() * 4), dmean = t.alloc(size_t(R) * 4), drstd = t.alloc(size_t(R) * 4);
+	const uint64_t dgrad = t.alloc(x.size() * 4), ddw = t.alloc(size_t(L) * 4), ddb = t.alloc(size_t(L) * 4);
+	for (int along : {1, 0}) {
+		// R rows of L along dim 1 of [R, L], or along dim 0 of [L, R] (stride R).
+		const int64_t rows = R, len = L; // row r, element j at r * L + j or at j * R + r
+		const std::vector<int64_t> shape = along == 1 ? std::vector<int64_t>{R, L} : std::vector<int64_t>{L, R};
+		std::vector<int64_t> sshape = shape;
+		sshape[size_t(along)] = 1;
+		auto at = [&](int64_t r, int64_t j) { return size_t(along == 1 ? r * L + j : j * R + r); };
+		const std::vector<float> wl = ramp(size_t(len), 5, 11);
+		const uint64_t dwl = put(t, wl);
+		neuron_cmd c;
+		neuron_cmd_init(&c, NEURON_OP_LAYER_NORM, 5);
+		c.operands[0] = desc(dout, NEURON_DTYPE_F32, shape);
+		c.operands[1] = desc(dmean, NEURON_DTYPE_F32, sshape);
+		c.operands[2] = desc(drstd, NEURON_DTYPE_F32, sshape);
+		c.operands[3] = desc(dx, NEURON_DTYPE_F32, shape);
+		c.operands[4] = desc(dwl, NEURON_DTYPE_F32, {len});
+		c.iscalars[0] = along;
+		c.fscalars.f[0] = 1e-5;
+		run_tiled(t, c, uint64_t(R * L / 256), "layer_norm");
+		neuron_cmd b;
+		neuron_cmd_init(&b, NEURON_OP_LAYER_NORM_BACKWARD, 6);
+		b.operands[0] = desc(dgrad, NEURON_DTYPE_F32, shape);
+		b.operands[1] = desc(dgo, NEURON_DTYPE_F32, shape);
+		b.operands[2] = desc(dx, NEURON_DTYPE_F32, shape);
+		b.operands[3] = desc(dmean, NEURON_DTYPE_F32, sshape);
+		b.operands[4] = desc(drstd, NEURON_DTYPE_F32, sshape);
+		b.operands[5] = desc(dwl, NEURON_DTYPE_F32, {len});
+		b.iscalars[0] = along;
+		run_tiled(t, b, uint64_t(R * L / 256), "layer_norm_backward");
+		// The weight and bias gradients: every tile after the first adds to them.
+		neuron_cmd pg;
+		neuron_cmd_init(&pg, NEURON_OP_LAYER_NORM_PARAM_GRAD, 6);
+		pg.operands[0] = desc(ddw, NEURON_DTYPE_F32, {len});
+		pg.operands[1] = desc(ddb, NEURON_DTYPE_F32, {len});
+		pg.operands[2] = desc(dgo, NEURON_DTYPE_F32, shape);
+		pg.operands[3] = desc(dx, NEURON_DTYPE_F32, shape);
+		pg.operands[4] = desc(dmean, NEURON_DTYPE_F32, sshape);
+		pg.operands[5] = desc(drstd, NEURON_DTYPE_F32, sshape);
+		pg.iscalars[0] = along;
+		run_tiled(t, pg, uint64_t(R * L / 256), "layer_norm_param_grad");
+		const std::vector<float> out = get<float>(t, dout, x.size()), grad = get<float>(t, dgrad, x.size());
+		std::vector<double> want_out(x.size()), want_grad(x.size()), want_dw(static_cast<size_t>(len)), want_db(static_cast<size_t>(len));
+		std::vector<float> got_out(x.size()), got_grad(x.size());
+		for (int64_t r = 0; r < rows; ++r) {
+			double m = 0, v = 0, s1 = 0, s2 = 0;
+			for (int64_t j = 0; j < len; ++j)
+				m += x[at(r, j)];
+			m /= double(len);
+			for (int64_t j = 0; j < len; ++j)
+				v += (x[at(r, j)] - m) * (x[at(r, j)] - m);
+			const double rstd = 1.0 / std::sqrt(v / double(len) + 1e-5);
+			for (int64_t j = 0; j < len; ++j) {
+				const double g = go[at(r, j)] * wl[size_t(j)], xh = (x[at(r, j)] - m) * rstd;
+				s1 += g;
+				s2 += g * xh;
+			}
+			for (int64_t j = 0; j < len; ++j) {
+				const size_t i = size_t(r * len + j);
+				const double g = go[at(r, j)] * wl[size_t(j)], xh = (x[at(r, j)] - m) * rstd;
+				want_out[i] = xh * wl[size_t(j)];
+				want_dw[size_t(j)] += go[at(r, j)] * xh;
+				want_db[size_t(j)] += go[at(r, j)];
+				want_grad[i] = (g - s1 / double(len) - xh * s2 / double(len)) * rstd;
+				got_out[i] = out[at(r, j)];
+				got_grad[i] = grad[at(r, j)];
+			}
+		}
+		expect_close(got_out, want_out, 1e-5, along == 1 ? "layer_norm rows" : "layer_norm columns");
+		expect_close(got_grad, want_grad, 1e-4, along == 1 ? "layer_norm_backward rows" : "layer_norm_backward columns");
+		expect_close(get<float>(t, ddw, size_t(len)), want_dw, 1e-4, "layer_norm_param_grad dw");
+		expect_close(get<float>(t, ddb, size_t(len)), want_db, 1e-5, "layer_norm_param_grad db");
+	}
+	t.close();
+}
+
 // Arg-reduce rows longer than a tile are cut along the row; each chain carries its
 // rows' best element so far. PyTorch's rules hold across chunk boundaries: the
 // first index wins a tie (the max appears in several chunks), the first NaN wins

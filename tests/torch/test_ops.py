@@ -177,6 +177,27 @@ def test_layer_norm_and_embedding():
     check(lambda e: e.gather(1, torch.tensor([[0], [3]] * 5).to(e.device)), emb)
 
 
+@pytest.mark.parametrize("case", ["affine_2d", "bias_only", "no_affine", "noncontig", "long_rows", "bf16"])
+def test_layer_norm_variants(case):
+    # The chip's LAYER_NORM / _BACKWARD / _PARAM_GRAD against the CPU, outputs and the
+    # gradients of x, weight and bias: normalized over two dims, a bias without a
+    # weight, no affine, a transposed input, rows of 700 with a large eps, bf16.
+    x = rnd((4, 5, 6), nc=case == "noncontig")
+    if case == "affine_2d":
+        check(lambda a, ww, bb: F.layer_norm(a, (5, 6), ww, bb), x, rnd((5, 6)), rnd((5, 6)), rtol=1e-4, atol=1e-4)
+    elif case == "bias_only":
+        check(lambda a, bb: F.layer_norm(a, (6,), None, bb), x, rnd((6,)), rtol=1e-4, atol=1e-4)
+    elif case == "no_affine":
+        check(lambda a: F.layer_norm(a, (6,)), x, rtol=1e-4, atol=1e-4)
+    elif case == "noncontig":
+        check(lambda a, ww, bb: F.layer_norm(a, (6,), ww, bb), x, rnd((6,)), rnd((6,)), rtol=1e-4, atol=1e-4)
+    elif case == "long_rows":
+        check(lambda a, ww: F.layer_norm(a, (700,), ww, eps=0.5), rnd((3, 700)), rnd((700,)), rtol=1e-4, atol=1e-4)
+    else:
+        xb, wb, bb = (t.to(torch.bfloat16) for t in (x, rnd((6,)), rnd((6,))))
+        check(lambda a, ww, b2: F.layer_norm(a, (6,), ww, b2), xb, wb, bb, rtol=2e-2, atol=2e-2)
+
+
 def test_views_never_copy():
     x = torch.arange(24.0).to("neuron")
     v = x.view(2, 3, 4).permute(2, 0, 1)[1:, :, ::2].transpose(0, 1)

@@ -44,8 +44,15 @@ const char *opcode_name(uint16_t op)
 					    "amp_update_scale"};
 	if (op < std::size(names))
 		return names[op];
+	// ISA 1.5 block 72..79 (1.6: tile_kernel, 1.8: the layer norm's)
+	static const char *const isa15[] = {"exec_program",	  "pointwise",		 "matmul_epilogue",
+					    "tile_kernel",	  "layer_norm",		 "layer_norm_backward",
+					    "layer_norm_param_grad"};
+	static_assert(NEURON_OP_EXEC_PROGRAM + std::size(isa15) == NEURON_OP_COUNT_);
 	if (op >= NEURON_OP_RNG && op < NEURON_OP_RNG + std::size(isa14))
 		return isa14[op - NEURON_OP_RNG];
+	if (op >= NEURON_OP_EXEC_PROGRAM && op < NEURON_OP_COUNT_)
+		return isa15[op - NEURON_OP_EXEC_PROGRAM];
 	return "op";
 }
 

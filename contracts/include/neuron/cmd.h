@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define NEURON_CMD_ABI_MAJOR 1
-#define NEURON_CMD_ABI_MINOR 7
+#define NEURON_CMD_ABI_MINOR 8
 
 #define NEURON_MAX_DIMS 8
 #define NEURON_MAX_OPERANDS 6
@@ -413,9 +413,35 @@ enum neuron_opcode {
 	 * i[2]). Only a node of a program: on a ring it faults BAD_OPCODE.
 	 */
 	NEURON_OP_TILE_KERNEL = 75,
-	/* 76..79: reserved for this block. */
+	/* ---- ISA 1.8 ---- */
+	/*
+	 * Layer norm of the rows along dim D = i[0] (a row: D at one index of the
+	 * other dims; PyTorch's normalized dims flattened into one). mean and rstd
+	 * are f32 with in's shape but size 1 at D; weight and bias are 1-D, the
+	 * row's length, any floating dtype (read as f32). Statistics in double:
+	 * mean, the biased variance of (x - mean), rstd = 1 / sqrt(var + f[0])
+	 * (eps, finite, >= 0).
+	 * LAYER_NORM (out, mean, rstd, in[, weight[, bias]]): out = (in - mean) *
+	 *   rstd [* weight] [+ bias] in f32, rounded to out's dtype; out and in one
+	 *   floating dtype and one shape; mean and rstd are written.
+	 * LAYER_NORM_BACKWARD (dx, go, in, mean, rstd[, weight]): with xhat =
+	 *   (in - mean) * rstd and g = go [* weight], dx = (g - mean(g) - xhat *
+	 *   mean(g * xhat)) * rstd (the row means in double); dx, go and in one
+	 *   floating dtype and one shape. No scalars but i[0].
+	 * LAYER_NORM_PARAM_GRAD (dw, db, go, in, mean, rstd): the affine
+	 *   parameters' gradients, sums over the rows: dw = sum of go * xhat (the
+	 *   product in f32), db = sum of go, in double, rounded to f32 once; dw and
+	 *   db f32, 1-D of the row's length; go and in one floating dtype and one
+	 *   shape. i[1] = NEURON_LN_ACCUMULATE adds the sums to dw and db instead
+	 *   (the chip's tiling sets it on a command's later tiles of rows; a tenant
+	 *   passes 0 or 1).
+	 */
+	NEURON_OP_LAYER_NORM = 76,
+	NEURON_OP_LAYER_NORM_BACKWARD = 77,
+	NEURON_OP_LAYER_NORM_PARAM_GRAD = 78,
+	/* 79: reserved for this block. */
 	/* ==== end of ISA 1.5 block 72..79 ==== */
-	NEURON_OP_COUNT_ = 76,
+	NEURON_OP_COUNT_ = 79,
 };
 
 /* Functions of NEURON_OP_POINTWISE steps (6 bits). b: the second operand. */
@@ -514,6 +540,8 @@ enum neuron_index_reduce {
 
 /* i[1] of NEURON_OP_SUM / MEAN / AMAX (ISA 1.3). */
 #define NEURON_REDUCE_ACCUMULATE 1
+/* LAYER_NORM_PARAM_GRAD, i[1]: add to dw and db (ISA 1.8). */
+#define NEURON_LN_ACCUMULATE 1
 
 /* Flags of NEURON_OP_ADAM_STEP (i[0]). */
 enum neuron_adam_flags {

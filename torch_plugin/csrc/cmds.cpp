@@ -353,6 +353,26 @@ void matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, double alph
 	submit(out, cmd);
 }
 
+void bias_matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, const Tensor &bias, double alpha, double beta)
+{
+	if (out.scalar_type() != c10::kFloat || bias.scalar_type() != c10::kFloat || bias.device() != out.device() ||
+	    mem_overlap(bias, out) || a.size(-1) == 0 || out.numel() == 0) {
+		out.copy_(bias);
+		matmul_cmd(out, a, b, alpha, beta);
+		return;
+	}
+	neuron_cmd cmd;
+	cmd_init(cmd, NEURON_OP_MATMUL_EPILOGUE, 4);
+	cmd.operands[0] = desc(out);
+	cmd.operands[1] = desc(safe_input(a, out));
+	cmd.operands[2] = desc(safe_input(b, out));
+	cmd.operands[3] = desc(bias);
+	cmd.fscalars.f[0] = alpha;
+	cmd.fscalars.f[1] = beta;
+	cmd.iscalars[0] = NEURON_ACT_NONE;
+	submit(out, cmd);
+}
+
 Tensor on_device(const Tensor &t, const Tensor &like) { return t.device().is_privateuseone() ? t : t.to(like.device()); }
 
 std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t)

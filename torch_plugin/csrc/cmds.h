@@ -97,6 +97,10 @@ std::optional<Tensor> cpu_opt(const std::optional<Tensor> &t);
 // out = alpha a @ b + beta out (2-d, or 3-d batched), one MATMUL command (a fill or
 // scale when K is 0).
 void matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, double alpha, double beta);
+// out = alpha a @ b + beta bias (bias: out's shape, broadcast): one MATMUL_EPILOGUE
+// (the COPY of the bias and the MATMUL with beta in one command, the same bits)
+// for f32 with a bias apart from out, else COPY + matmul_cmd.
+void bias_matmul_cmd(const Tensor &out, const Tensor &a, const Tensor &b, const Tensor &bias, double alpha, double beta);
 // dst = cast(src) (broadcast), one COPY command.
 void copy_cast_into(const Tensor &dst, const Tensor &src);
 

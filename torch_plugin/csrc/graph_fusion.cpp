@@ -248,44 +248,55 @@ FusionCounts fuse(Recording &rec)
 	for (size_t k = 0; k < n;) {
 		newpos[k] = out.size();
 		const neuron_cmd &c = rec.cmds[k].cmd;
-		// COPY(out <- bias) + MATMUL(out += a @ b) [+ activation]: a linear layer.
+		// A linear layer: COPY(out <- bias) + MATMUL(out += a @ b), or the eager
+		// MATMUL_EPILOGUE addmm sends (no activation); then an activation on its
+		// result if the result dies there.
+		std::optional<RecordedCmd> linear;
+		size_t used = 0;
 		if (k + 1 < n && c.opcode == NEURON_OP_COPY && f32_same_shape(c) && scalars_zero(c, 0, 0)) {
 			const neuron_cmd &m = rec.cmds[k + 1].cmd;
 			if (m.opcode == NEURON_OP_MATMUL && m.num_operands == 3 && same_desc(m.operands[0], c.operands[0]) &&
 			    m.fscalars.f[1] != 0.0 && m.operands[1].dtype == NEURON_DTYPE_F32 && scalars_zero(m, 2, 0)) {
-				RecordedCmd fused = rec.cmds[k + 1];
-				neuron_cmd &e = fused.cmd;
+				linear = rec.cmds[k + 1];
+				neuron_cmd &e = linear->cmd;
 				e.opcode = NEURON_OP_MATMUL_EPILOGUE;
 				e.num_operands = 4;
 				e.operands[3] = c.operands[1];
-				fused.owner[3] = rec.cmds[k].owner[1];
-				size_t used = 2;
-				const auto mid = k + 2 < n ? dies_after_next(rec, k, k + 1) : std::nullopt;
-				if (mid) {
-					const neuron_cmd &act = rec.cmds[k + 2].cmd;
-					const int64_t a = act.opcode == NEURON_OP_RELU ? NEURON_ACT_RELU
-							  : act.opcode == NEURON_OP_SILU ? NEURON_ACT_SILU
-							  : act.opcode == NEURON_OP_TANH ? NEURON_ACT_TANH
-							  : act.opcode == NEURON_OP_GELU && act.iscalars[0] == 0 ? NEURON_ACT_GELU
-							  : act.opcode == NEURON_OP_GELU && act.iscalars[0] == 1 ? NEURON_ACT_GELU_TANH
-													   : NEURON_ACT_NONE;
-					if (a != NEURON_ACT_NONE && act.num_operands == 2 && f32_same_shape(act) &&
-					    same_desc(act.operands[1], m.operands[0]) && scalars_zero(act, 0, 1)) {
-						e.operands[0] = act.operands[0];
-						fused.owner[0] = rec.cmds[k + 2].owner[0];
-						e.iscalars[0] = a;
-						used = 3;
-						gone[*mid] = true;
-					}
-				}
-				for (size_t j = k + 1; j < k + used; ++j)
-					newpos[j] = out.size();
-				fused.label = rec.cmds[k + used - 1].label;
-				out.push_back(std::move(fused));
-				++counts.epilogues;
-				k += used;
-				continue;
+				linear->owner[3] = rec.cmds[k].owner[1];
+				used = 2;
 			}
+		} else if (c.opcode == NEURON_OP_MATMUL_EPILOGUE && c.num_operands == 4 && c.iscalars[0] == NEURON_ACT_NONE &&
+			   c.iscalars[1] == 0) {
+			linear = rec.cmds[k];
+			used = 1;
+		}
+		if (linear) {
+			neuron_cmd &e = linear->cmd;
+			const auto mid = k + used < n ? dies_after_next(rec, k, k + used - 1) : std::nullopt;
+			if (mid) {
+				const neuron_cmd &act = rec.cmds[k + used].cmd;
+				const int64_t a = act.opcode == NEURON_OP_RELU ? NEURON_ACT_RELU
+						  : act.opcode == NEURON_OP_SILU ? NEURON_ACT_SILU
+						  : act.opcode == NEURON_OP_TANH ? NEURON_ACT_TANH
+						  : act.opcode == NEURON_OP_GELU && act.iscalars[0] == 0 ? NEURON_ACT_GELU
+						  : act.opcode == NEURON_OP_GELU && act.iscalars[0] == 1 ? NEURON_ACT_GELU_TANH
+												   : NEURON_ACT_NONE;
+				if (a != NEURON_ACT_NONE && act.num_operands == 2 && f32_same_shape(act) &&
+				    same_desc(act.operands[1], e.operands[0]) && scalars_zero(act, 0, 1)) {
+					e.operands[0] = act.operands[0];
+					linear->owner[0] = rec.cmds[k + used].owner[0];
+					e.iscalars[0] = a;
+					++used;
+					gone[*mid] = true;
+				}
+			}
+			for (size_t j = k + 1; j < k + used; ++j)
+				newpos[j] = out.size();
+			linear->label = rec.cmds[k + used - 1].label;
+			out.push_back(std::move(*linear));
+			++counts.epilogues;
+			k += used;
+			continue;
 		}
 		// A chain of elementwise commands, each result read only by the next.
 		Chain ch;

@@ -363,8 +363,10 @@ Tensor &addmm_out(const Tensor &self, const Tensor &a, const Tensor &b, const Sc
 		return out;
 	}
 	const double be = beta.toDouble();
-	if (be != 0 && !same_view(self, out))
-		out.copy_(self.expand(shape));
+	if (be != 0 && !same_view(self, out)) {
+		bias_matmul_cmd(out, a, b, self.expand(shape), alpha.toDouble(), be);
+		return out;
+	}
 	matmul_cmd(out, a, b, alpha.toDouble(), be);
 	return out;
 }
@@ -391,8 +393,10 @@ Tensor &baddbmm_out(const Tensor &self, const Tensor &a, const Tensor &b, const 
 		return out;
 	}
 	const double be = beta.toDouble();
-	if (be != 0 && !same_view(self, out))
-		out.copy_(self.expand(shape));
+	if (be != 0 && !same_view(self, out)) {
+		bias_matmul_cmd(out, a, b, self.expand(shape), alpha.toDouble(), be);
+		return out;
+	}
 	matmul_cmd(out, a, b, alpha.toDouble(), be);
 	return out;
 }

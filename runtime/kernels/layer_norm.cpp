@@ -195,7 +195,10 @@ struct RowLayout {
 	bool direct() const { return dtype == NEURON_DTYPE_F32 && step == static_cast<int64_t>(sizeof(float)); }
 };
 
-RowLayout row_layout(const View &v, int D) { return {v.strides[D] * static_cast<int64_t>(dtype_size(v.dtype)), v.dtype}; }
+RowLayout row_layout(const View &v, int D)
+{
+	return {v.strides[D] * static_cast<int64_t>(dtype_size(v.dtype)), static_cast<uint8_t>(v.dtype)};
+}
 
 // A row as f32: in place when it is f32 and contiguous, else converted into buf.
 const float *read_row(const std::byte *p, const RowLayout &l, int64_t n, float *buf)

@@ -1,15 +1,16 @@
-// LAYER_NORM and LAYER_NORM_BACKWARD (cmd.h, ISA 1.8): a layer norm row by row,
-// each row read once per pass from a buffer the size of the row.
+// LAYER_NORM, LAYER_NORM_BACKWARD and LAYER_NORM_PARAM_GRAD (cmd.h, ISA 1.8): a
+// layer norm row by row, each pass over a row in cache.
 //
 // As reductions, elementwise ops and POINTWISE chains a layer norm was 5 commands
 // forward and 9 backward, each walking the rows again: on a transformer's rows of
 // 64 the per-run cost of the generic walks (a broadcast statistic makes every row
-// a run) was most of its time. Here a row's statistics and its output are one
-// pass over a row in cache.
+// a run) was most of its time.
 //
 // Row sums are in double, kept in 8 partials combined in a fixed order, so the
 // AVX-512, AVX2 and baseline clones give the same bits. Rows go in groups of 8
 // (statistics of the group, then its outputs) and each thread keeps its buffers.
+// The parameter gradients sum over rows in a fixed number of chunks, so their bits
+// do not depend on the thread count either.
 #include "block.h"
 #include "iterate.h"
 #include "ops.h"
